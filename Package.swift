@@ -1,0 +1,94 @@
+// swift-tools-version:6.0
+// SessionVault: a per-user session vault for desktop Linux.
+//
+// Dependency arrows point one way:
+//   vaultd / vaultctl  ->  VaultServer / VaultClient  ->  VaultCore  ->  VaultStore, Keyring, SodiumKit
+//   Plugins/*          ->  VaultFactor (the plugin interface)  ->  SodiumKit
+// The composition root (vaultd) is the only place that knows the concrete factors.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "SessionVault",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "vaultd", targets: ["vaultd"]),
+        .executable(name: "vaultctl", targets: ["vaultctl"]),
+        .executable(name: "vault-bench", targets: ["vault-bench"]),
+        .library(name: "VaultClient", targets: ["VaultClient"]),
+        .library(name: "VaultFactor", targets: ["VaultFactor"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    ],
+    targets: [
+        // C libraries from apt, found through pkg-config.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+
+        // Thin, safe wrappers over libsodium: secure memory, AEAD, KDF, Argon2id.
+        .target(name: "SodiumKit", dependencies: ["CSodium"], swiftSettings: strict),
+
+        // The plugin interface: the only module a factor plugin depends on.
+        .target(name: "VaultFactor", dependencies: ["SodiumKit", "VaultProtocol"], swiftSettings: strict),
+
+        // Wire types shared by server and clients: envelope, error codes, en/nb messages.
+        .target(name: "VaultProtocol", swiftSettings: strict),
+
+        // SQLite (GRDB) persistence of opaque sealed blobs, keyslots, counters, audit.
+        .target(name: "VaultStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+
+        // The device key in the Secret Service (libsecret), or an explicit 0600 file.
+        .target(name: "Keyring", dependencies: ["CSecret", "SodiumKit"], swiftSettings: strict),
+
+        // The broker: lock state, keyslots, unlock policy, sealed sessions, audit.
+        .target(name: "VaultCore", dependencies: [
+            "SodiumKit", "VaultFactor", "VaultProtocol", "VaultStore", "Keyring",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+
+        // The Unix-socket NDJSON server in front of the broker.
+        .target(name: "VaultServer", dependencies: [
+            "VaultCore", "VaultProtocol", "VaultFactor",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+
+        // A small blocking client for Swift programs (vaultctl, the benchmark).
+        .target(name: "VaultClient", dependencies: ["VaultProtocol"], swiftSettings: strict),
+
+        // Unlock factors, one target each.
+        .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
+
+        .executableTarget(name: "vaultd", dependencies: [
+            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "vaultctl", dependencies: [
+            "VaultClient", "VaultProtocol",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "vault-bench", dependencies: [
+            "VaultClient", "VaultProtocol", "SodiumKit",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ], swiftSettings: strict),
+
+        .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
+        .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
+        .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit"]),
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
+    ]
+)

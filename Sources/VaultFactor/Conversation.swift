@@ -1,0 +1,15 @@
+@_exported import VaultProtocol
+
+/// The factor's side of the conversation with the person, in the spirit of PAM's
+/// conversation function. The vault relays each call to the person's client as a
+/// `prompt` event and waits for the answer; a client that is not interactive
+/// makes every question throw `.notInteractive`.
+public protocol FactorConversation: Sendable {
+    var language: Language { get }
+    /// Shows a message (progress, "Touch the reader"). Does not wait for an answer.
+    func show(_ message: LocalizedText) async
+    /// Asks for a secret (typed without echo). Cancel throws `.cancelled`.
+    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes
+    /// Asks a yes/no question.
+    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool
+}

@@ -1,0 +1,139 @@
+/// Every sentence a person can meet, in English and Norwegian bokmål, each with
+/// a next step. Plain text only: it must read well through a screen reader and
+/// never rely on colour. The texts from REQUIREMENTS.md S8 are used verbatim.
+public enum Messages {
+    public static func standard(_ code: ErrorCode) -> LocalizedText {
+        switch code {
+        case .badRequest:
+            return LocalizedText(
+                en: "The request could not be understood. Check that the app is up to date and try again.",
+                nb: "Forespørselen ble ikke forstått. Sjekk at appen er oppdatert, og prøv igjen.")
+        case .forbidden:
+            return LocalizedText(
+                en: "Only the user who owns this vault may use it. Log in as that user and try again.",
+                nb: "Bare brukeren som eier dette hvelvet, kan bruke det. Logg inn som den brukeren og prøv igjen.")
+        case .locked:
+            return LocalizedText(
+                en: "The vault is locked. Unlock it with your fingerprint or PIN, or log in with BankID or Vipps.",
+                nb: "Hvelvet er låst. Lås det opp med fingeravtrykk eller PIN-kode, eller logg inn med BankID eller Vipps.")
+        case .noSession:
+            return LocalizedText(
+                en: "You are not logged in on this computer. Log in with BankID or Vipps to continue.",
+                nb: "Du er ikke logget inn på denne datamaskinen. Logg inn med BankID eller Vipps for å fortsette.")
+        case .notEnrolled:
+            return LocalizedText(
+                en: "That unlock method is not set up. Set it up with “vaultctl enroll”, or log in with BankID or Vipps.",
+                nb: "Den opplåsingsmåten er ikke satt opp. Sett den opp med «vaultctl enroll», eller logg inn med BankID eller Vipps.")
+        case .noMatch:
+            return LocalizedText(en: "That did not match. Please try again.", nb: "Det stemte ikke. Prøv igjen.")
+        case .lockedOut:
+            return LocalizedText(
+                en: "Too many wrong attempts. Wait a while, or log in with BankID or Vipps.",
+                nb: "For mange feil forsøk. Vent litt, eller logg inn med BankID eller Vipps.")
+        case .enrollmentChanged:
+            return LocalizedText(
+                en: "Your fingerprints on this computer have changed. Log in with BankID or Vipps to turn fingerprint login back on.",
+                nb: "Fingeravtrykkene på denne datamaskinen er endret. Logg inn med BankID eller Vipps for å slå på fingeravtrykk igjen.")
+        case .factorUnavailable:
+            return LocalizedText(
+                en: "That unlock method cannot be used right now. Use your PIN, or log in with BankID or Vipps.",
+                nb: "Den opplåsingsmåten kan ikke brukes nå. Bruk PIN-koden, eller logg inn med BankID eller Vipps.")
+        case .cancelled:
+            return LocalizedText(en: "Cancelled. You can choose another way to log in.",
+                                 nb: "Avbrutt. Du kan velge en annen måte å logge inn på.")
+        case .providerUnavailable:
+            return LocalizedText(
+                en: "The login service is temporarily unavailable. Try another login method or retry later.",
+                nb: "Innloggingstjenesten er midlertidig utilgjengelig. Prøv en annen innloggingsmåte eller prøv igjen senere.")
+        case .loginFailed:
+            return LocalizedText(en: "Login failed — please try again", nb: "Innloggingen mislyktes — prøv igjen")
+        case .timeout:
+            return LocalizedText(en: "The login timed out — please try again", nb: "Innloggingen tok for lang tid — prøv igjen")
+        case .sessionExpired:
+            return LocalizedText(en: "Your session has expired — please log in again",
+                                 nb: "Økten din har utløpt — logg inn på nytt")
+        case .stateMismatch:
+            return LocalizedText(en: "Something went wrong — please log in again", nb: "Noe gikk galt — logg inn på nytt")
+        case .tokenInvalid:
+            return LocalizedText(en: "Login could not be verified — please try again",
+                                 nb: "Innloggingen kunne ikke bekreftes — prøv igjen")
+        case .ageRequirement:
+            return LocalizedText(en: "You must be at least 18 to use this service",
+                                 nb: "Du må være minst 18 år for å bruke denne tjenesten")
+        case .rateLimited:
+            return LocalizedText(en: "Too many attempts — wait a moment and try again",
+                                 nb: "For mange forsøk — vent litt og prøv igjen")
+        case .internal:
+            return LocalizedText(
+                en: "Something went wrong inside the vault. Please try again; if it keeps happening, restart vaultd.",
+                nb: "Noe gikk galt i hvelvet. Prøv igjen; hvis det fortsetter, start vaultd på nytt.")
+        }
+    }
+
+    public static let lockedNoFactor = LocalizedText(
+        en: "The vault is locked and no unlock method is set up here. Log in with BankID or Vipps.",
+        nb: "Hvelvet er låst, og ingen opplåsingsmåte er satt opp her. Logg inn med BankID eller Vipps.")
+
+    public static func lockedOut(seconds: Int) -> LocalizedText {
+        LocalizedText(
+            en: "Too many wrong attempts. Try again in \(duration(seconds, .en)), or log in with BankID or Vipps.",
+            nb: "For mange feil forsøk. Prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
+    }
+
+    public static func noMatch(attemptsLeft: Int) -> LocalizedText {
+        if attemptsLeft <= 0 {
+            return LocalizedText(
+                en: "That did not match. The next wrong attempt adds a waiting time.",
+                nb: "Det stemte ikke. Neste feil forsøk gir ventetid.")
+        }
+        return LocalizedText(
+            en: "That did not match. \(attemptsLeft) \(attemptsLeft == 1 ? "try" : "tries") left before a pause. Please try again.",
+            nb: "Det stemte ikke. \(attemptsLeft) forsøk igjen før en pause. Prøv igjen.")
+    }
+
+    /// "30 s", "2 min", "1 h 5 min" / "30 sek", "2 min", "1 t 5 min".
+    public static func duration(_ seconds: Int, _ language: Language) -> String {
+        let h = seconds / 3600, m = (seconds % 3600) / 60, s = seconds % 60
+        let hUnit = language == .nb ? "t" : "h"
+        let sUnit = language == .nb ? "sek" : "s"
+        if h > 0 { return m > 0 ? "\(h) \(hUnit) \(m) min" : "\(h) \(hUnit)" }
+        if m > 0 { return s > 0 && m < 5 ? "\(m) min \(s) \(sUnit)" : "\(m) min" }
+        return "\(s) \(sUnit)"
+    }
+
+    // Outside the protocol: what vaultd and vaultctl say about their surroundings.
+
+    public static let daemonNotRunning = LocalizedText(
+        en: "SessionVault is not running. Start it with “systemctl --user start vaultd” (or run “vaultd”), then try again.",
+        nb: "SessionVault kjører ikke. Start den med «systemctl --user start vaultd» (eller kjør «vaultd»), og prøv igjen.")
+    public static let daemonClosed = LocalizedText(
+        en: "SessionVault closed the connection unexpectedly. Try again; if it keeps happening, restart vaultd.",
+        nb: "SessionVault lukket forbindelsen uventet. Prøv igjen; hvis det fortsetter, start vaultd på nytt.")
+    public static let keyringLocked = LocalizedText(
+        en: "Your desktop keyring is locked — unlock it and start vaultd again.",
+        nb: "Nøkkelringen på skrivebordet er låst — lås den opp og start vaultd igjen.")
+    public static let keyringMissing = LocalizedText(
+        en: "No desktop keyring (Secret Service) was found. Log in to a desktop session with a keyring, or start vaultd with --keyring=file to keep the device key in a file (weaker).",
+        nb: "Fant ingen nøkkelring (Secret Service) på skrivebordet. Logg inn i en skrivebordsøkt med nøkkelring, eller start vaultd med --keyring=file for å lagre enhetsnøkkelen i en fil (svakere).")
+    public static let keyringFailed = LocalizedText(
+        en: "The desktop keyring did not answer as expected. Check that it is running and unlocked, then start vaultd again.",
+        nb: "Nøkkelringen svarte ikke som forventet. Sjekk at den kjører og er låst opp, og start vaultd igjen.")
+    public static let storeTooNew = LocalizedText(
+        en: "The vault file was written by a newer SessionVault. Install the newer version (your data is untouched).",
+        nb: "Hvelvfilen ble skrevet av en nyere SessionVault. Installer den nyere versjonen (dataene dine er urørt).")
+    public static let storeUnreadable = LocalizedText(
+        en: "The vault file could not be opened. Check the disk and the file's permissions, then start vaultd again.",
+        nb: "Hvelvfilen kunne ikke åpnes. Sjekk disken og filrettighetene, og start vaultd igjen.")
+    public static let deviceKeyMismatch = LocalizedText(
+        en: "The device key in your keyring does not match this vault. If the keyring was reset, the saved sessions cannot be opened: move the vault file away and log in with BankID or Vipps again.",
+        nb: "Enhetsnøkkelen i nøkkelringen passer ikke til dette hvelvet. Hvis nøkkelringen er nullstilt, kan de lagrede øktene ikke åpnes: flytt hvelvfilen bort og logg inn med BankID eller Vipps på nytt.")
+    public static let socketInUse = LocalizedText(
+        en: "Another vaultd is already running for this user. Use it, or stop it first.",
+        nb: "En annen vaultd kjører allerede for denne brukeren. Bruk den, eller stopp den først.")
+    public static let socketPathUnsafe = LocalizedText(
+        en: "The socket path is not safe (a link, or owned by another user). Remove it and start vaultd again.",
+        nb: "Stien til socketen er ikke trygg (en lenke, eller eid av en annen bruker). Fjern den og start vaultd igjen.")
+    public static let configInvalid = LocalizedText(
+        en: "The configuration file has an error. Fix the line named below and start vaultd again.",
+        nb: "Konfigurasjonsfilen har en feil. Rett linjen som er nevnt nedenfor, og start vaultd igjen.")
+}
