@@ -33,6 +33,9 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 
+        // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
+        .target(name: "CVaultShims"),
+
         // Thin, safe wrappers over libsodium: secure memory, AEAD, KDF, Argon2id.
         .target(name: "SodiumKit", dependencies: ["CSodium"], swiftSettings: strict),
 
@@ -43,10 +46,13 @@ let package = Package(
         .target(name: "VaultProtocol", swiftSettings: strict),
 
         // SQLite (GRDB) persistence of opaque sealed blobs, keyslots, counters, audit.
-        .target(name: "VaultStore", dependencies: [.product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
+        .target(name: "VaultStore", dependencies: [
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),  // raw reads on hot paths, the read-only schema probe
+        ], swiftSettings: strict),
 
         // The device key in the Secret Service (libsecret), or an explicit 0600 file.
-        .target(name: "Keyring", dependencies: ["CSecret", "SodiumKit"], swiftSettings: strict),
+        .target(name: "Keyring", dependencies: ["CSecret", "SodiumKit", "VaultProtocol"], swiftSettings: strict),
 
         // The broker: lock state, keyslots, unlock policy, sealed sessions, audit.
         .target(name: "VaultCore", dependencies: [
@@ -69,7 +75,7 @@ let package = Package(
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
-            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor",
+            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -86,8 +92,10 @@ let package = Package(
         ], swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
+        .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol"]),
+        .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
-        .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit"]),
+        .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
     ]

@@ -93,3 +93,34 @@ public enum SecretBox {
         try open(box, key: key, associatedData: associatedData).unsafeCopyToArray()
     }
 }
+
+extension SecretBox {
+    /// Opens into a temporary buffer (on the stack when small), hands it to
+    /// `body`, and wipes it before returning. For hot paths where the plaintext
+    /// is consumed at once: no guarded-page allocation (mmap + mlock) per call.
+    public static func withOpened<R>(_ box: SealedBox, key: SecureBytes, associatedData: [UInt8],
+                                     _ body: (UnsafeRawBufferPointer) -> R) throws(SodiumError) -> R {
+        try Sodium.ensureReady()
+        guard key.count == SealedBox.keySize else { throw .malformed("key must be 32 bytes") }
+        let plainCount = box.bytes.count - SealedBox.nonceSize - SealedBox.tagSize
+        let outcome: R? = withUnsafeTemporaryAllocation(byteCount: max(plainCount, 1), alignment: 16) { out in
+            defer { sodium_memzero(out.baseAddress, out.count) }
+            var ok = false
+            box.bytes.withUnsafeBytes { b in
+                key.withUnsafeBytes { k in
+                    associatedData.withUnsafeBytes { ad in
+                        var mlen: UInt64 = 0
+                        ok = crypto_aead_xchacha20poly1305_ietf_decrypt(
+                            out.mutableBytes, &mlen, nil,
+                            b.bytes + SealedBox.nonceSize, UInt64(b.count - SealedBox.nonceSize),
+                            ad.bytes, UInt64(ad.count), b.bytes, k.bytes) == 0
+                    }
+                }
+            }
+            guard ok else { return nil }
+            return body(UnsafeRawBufferPointer(rebasing: out[0..<plainCount]))
+        }
+        guard let outcome else { throw .openFailed }
+        return outcome
+    }
+}

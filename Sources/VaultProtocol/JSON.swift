@@ -284,7 +284,7 @@ extension JSON {
     /// Compact UTF-8 serialisation with sorted keys (stable output for tests and logs).
     public func serialized() -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(128)
+        out.reserveCapacity(1024)
         write(into: &out)
         return out
     }
@@ -319,21 +319,30 @@ extension JSON {
     }
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
-        let hexDigits = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
-        for c in s.utf8 {
-            switch c {
-            case 0x22: out.append(0x5C); out.append(0x22)
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
-                out.append(hexDigits[Int(c >> 4)])
-                out.append(hexDigits[Int(c & 0xF)])
-            default: out.append(c)
+        var s = s
+        s.withUTF8 { bytes in
+            // Tokens are long runs of safe bytes: copy runs in bulk, escape the rest.
+            var runStart = 0
+            for i in 0..<bytes.count {
+                let c = bytes[i]
+                guard c < 0x20 || c == 0x22 || c == 0x5C || c == 0x7F else { continue }
+                if runStart < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+                runStart = i + 1
+                switch c {
+                case 0x22: out.append(0x5C); out.append(0x22)
+                case 0x5C: out.append(0x5C); out.append(0x5C)
+                case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+                default:
+                    let hexDigits: StaticString = "0123456789abcdef"
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30])
+                    out.append(hexDigits.utf8Start[Int(c >> 4)])
+                    out.append(hexDigits.utf8Start[Int(c & 0xF)])
+                }
             }
+            if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count])) }
         }
         out.append(UInt8(ascii: "\""))
     }

@@ -1,0 +1,165 @@
+import VaultProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What can go wrong talking to vaultd, each with a sentence for a person.
+public enum ClientError: Error, Sendable {
+    /// No vaultd answers at the socket path.
+    case notRunning(String)
+    /// vaultd closed the connection before answering.
+    case closed
+    /// A reply we could not understand (a bug on one side).
+    case malformed(String)
+    /// vaultd answered with an error.
+    case vault(code: String, message: String, extra: [String: JSON])
+
+    public var code: String {
+        switch self {
+        case .notRunning: return "not_running"
+        case .closed: return "closed"
+        case .malformed: return "malformed"
+        case .vault(let code, _, _): return code
+        }
+    }
+
+    public func message(_ language: Language) -> String {
+        switch self {
+        case .notRunning: return Messages.daemonNotRunning.text(language)
+        case .closed: return Messages.daemonClosed.text(language)
+        case .malformed: return Messages.standard(.internal).text(language)
+        case .vault(_, let message, _): return message
+        }
+    }
+}
+
+/// How a client answers a prompt event.
+public enum PromptReply: Sendable {
+    case value(JSON)
+    case cancel
+    /// For `message` prompts: nothing to answer.
+    case none
+}
+
+/// A blocking connection to vaultd, for command-line tools and benchmarks.
+/// One request at a time; prompts arriving before the answer are handed to
+/// the caller's prompt handler and answered on the same connection.
+public final class VaultConnection {
+    public let socketPath: String
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var chunk = [UInt8](repeating: 0, count: 65_536)
+    private var nextID: Int64 = 1
+
+    /// `$SESSIONVAULT_SOCKET`, else `$XDG_RUNTIME_DIR/sessionvault/vault.sock`,
+    /// else `/tmp/sessionvault-UID/vault.sock` (what vaultd uses by default).
+    public static func defaultSocketPath() -> String {
+        if let s = getenv("SESSIONVAULT_SOCKET").map({ String(cString: $0) }), !s.isEmpty { return s }
+        if let r = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !r.isEmpty { return r + "/sessionvault/vault.sock" }
+        return "/tmp/sessionvault-\(getuid())/vault.sock"
+    }
+
+    public init(socketPath: String? = nil) throws(ClientError) {
+        let path = socketPath ?? VaultConnection.defaultSocketPath()
+        self.socketPath = path
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .notRunning(path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            close(fd)
+            throw .notRunning(path)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            throw .notRunning(path)
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Says hello; returns the server's result (`version`, `server`, `locked`).
+    @discardableResult
+    public func hello(client: String, language: Language, interactive: Bool) throws(ClientError) -> JSON {
+        try call("hello", ["version": .int(Wire.version), "client": .string(client), "lang": .string(language.rawValue),
+                           "interactive": .bool(interactive)])
+    }
+
+    /// Sends one request and waits for its final answer, relaying prompts.
+    public func call(_ op: String, _ fields: [String: JSON] = [:], onPrompt: ((Prompt) -> PromptReply)? = nil) throws(ClientError) -> JSON {
+        let id = nextID
+        nextID += 1
+        try send(Request(id: .int(id), op: op, fields: fields).encoded())
+        while true {
+            let line = try readLine()
+            guard let reply = try? JSON.parse(line), let o = reply.objectValue else { throw .malformed("reply is not a JSON object") }
+            if o["event"]?.stringValue == "prompt" {
+                guard let promptJSON = o["prompt"], let prompt = Prompt(json: promptJSON) else { throw .malformed("bad prompt") }
+                let answer = onPrompt?(prompt) ?? (prompt.kind == .message ? .none : .cancel)
+                switch answer {
+                case .none: break
+                case .cancel:
+                    try sendAnswer(pid: prompt.pid, fields: ["cancel": true])
+                case .value(let v):
+                    try sendAnswer(pid: prompt.pid, fields: ["value": v])
+                }
+                continue
+            }
+            // Acknowledgements of our answers carry their own ids; skip them.
+            if let rid = o["id"], rid != .int(id), rid != .null { continue }
+            if o["ok"]?.boolValue == true { return o["result"] ?? .object([:]) }
+            guard let err = o["error"]?.objectValue, let code = err["code"]?.stringValue else { throw .malformed("reply has neither result nor error") }
+            var extra = err
+            extra["code"] = nil
+            extra["message"] = nil
+            throw .vault(code: code, message: err["message"]?.stringValue ?? code, extra: extra)
+        }
+    }
+
+    private func sendAnswer(pid: String, fields: [String: JSON]) throws(ClientError) {
+        var f = fields
+        f["pid"] = .string(pid)
+        let id = nextID
+        nextID += 1
+        try send(Request(id: .int(id), op: "answer", fields: f).encoded())
+    }
+
+    /// Writes raw bytes (tests use this to send malformed frames).
+    public func send(_ bytes: [UInt8]) throws(ClientError) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                Glibc.send(fd, raw.baseAddress.map { $0 + off }, bytes.count - off, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .closed
+            }
+            off += n
+        }
+    }
+
+    /// Reads one line (without the newline).
+    public func readLine() throws(ClientError) -> [UInt8] {
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<nl])
+                buffer.removeSubrange(...nl)
+                return line
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw .closed }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+}

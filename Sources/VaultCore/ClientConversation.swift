@@ -1,0 +1,57 @@
+import VaultFactor
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who is asking: the peer process behind a socket connection, from `SO_PEERCRED`.
+/// Recorded in the audit log for every release.
+public struct Requester: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    /// Set only when known some other way (tests); otherwise read from /proc on demand.
+    private var knownExecutable: String?
+
+    public init(pid: Int32, uid: UInt32, executable: String? = nil) {
+        self.pid = pid
+        self.uid = uid
+        self.knownExecutable = executable
+    }
+
+    public static let inProcess = Requester(pid: 0, uid: 0)
+
+    /// The peer's executable, for the audit log. Read when an entry is written,
+    /// not per connection: most connections never need it. Best effort: the
+    /// process may be gone.
+    public var executable: String? {
+        if let knownExecutable { return knownExecutable }
+        guard pid > 0 else { return nil }
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/\(pid)/exe", &buf, buf.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A factor conversation bound to one client request. The broker checks
+/// `isInteractive` before starting a flow that needs the person: a client
+/// that can't answer gets `locked` with the factors to try instead.
+public protocol ClientConversation: FactorConversation {
+    var isInteractive: Bool { get }
+    var requester: Requester { get }
+}
+
+/// A conversation with nobody: every question fails as not interactive.
+public struct SilentConversation: ClientConversation {
+    public let language: Language
+    public let requester: Requester
+    public var isInteractive: Bool { false }
+
+    public init(language: Language = .en, requester: Requester = .inProcess) {
+        self.language = language
+        self.requester = requester
+    }
+
+    public func show(_ message: LocalizedText) async {}
+    public func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { throw .notInteractive }
+    public func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
+}

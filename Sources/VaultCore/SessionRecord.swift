@@ -1,0 +1,98 @@
+import SodiumKit
+import VaultProtocol
+import VaultStore
+
+/// What the vault knows about a session without the vault key: sealed under a key
+/// derived from the device key, so `status` can list accounts while locked, but
+/// the disk alone reveals nothing.
+public struct SessionMeta: Sendable, Equatable {
+    public var account: String
+    public var provider: String
+    public var issuer: String
+    public var clientID: String
+    public var subject: String
+    public var name: String
+    /// Organization, roles and other claims an app needs for its home screen.
+    public var claims: [String: JSON]
+    /// Unix seconds; nil = unknown.
+    public var accessExpiresAt: Int64?
+    public var refreshExpiresAt: Int64?
+    public var hasRefreshToken: Bool
+    public var createdAt: Int64
+
+    public init(account: String, provider: String, issuer: String, clientID: String, subject: String, name: String,
+                claims: [String: JSON], accessExpiresAt: Int64?, refreshExpiresAt: Int64?, hasRefreshToken: Bool, createdAt: Int64) {
+        self.account = account
+        self.provider = provider
+        self.issuer = issuer
+        self.clientID = clientID
+        self.subject = subject
+        self.name = name
+        self.claims = claims
+        self.accessExpiresAt = accessExpiresAt
+        self.refreshExpiresAt = refreshExpiresAt
+        self.hasRefreshToken = hasRefreshToken
+        self.createdAt = createdAt
+    }
+
+    var json: JSON {
+        var o: [String: JSON] = [
+            "account": .string(account), "provider": .string(provider), "issuer": .string(issuer),
+            "client_id": .string(clientID), "subject": .string(subject), "name": .string(name),
+            "claims": .object(claims), "has_refresh_token": .bool(hasRefreshToken), "created_at": .int(createdAt),
+        ]
+        if let accessExpiresAt { o["access_expires_at"] = .int(accessExpiresAt) }
+        if let refreshExpiresAt { o["refresh_expires_at"] = .int(refreshExpiresAt) }
+        return .object(o)
+    }
+
+    init?(json: JSON) {
+        guard let account = json["account"]?.stringValue, let provider = json["provider"]?.stringValue,
+              let issuer = json["issuer"]?.stringValue, let clientID = json["client_id"]?.stringValue else { return nil }
+        self.init(account: account, provider: provider, issuer: issuer, clientID: clientID,
+                  subject: json["subject"]?.stringValue ?? "", name: json["name"]?.stringValue ?? "",
+                  claims: json["claims"]?.objectValue ?? [:],
+                  accessExpiresAt: json["access_expires_at"]?.intValue,
+                  refreshExpiresAt: json["refresh_expires_at"]?.intValue,
+                  hasRefreshToken: json["has_refresh_token"]?.boolValue ?? false,
+                  createdAt: json["created_at"]?.intValue ?? 0)
+    }
+}
+
+/// The secret half of a session, sealed under the vault key.
+struct SessionSecret {
+    var accessToken: String?
+    var refreshToken: String?
+    var idToken: String?
+
+    /// Serialises into a buffer the caller must wipe.
+    func serialized() -> [UInt8] {
+        var o: [String: JSON] = [:]
+        if let accessToken { o["access_token"] = .string(accessToken) }
+        if let refreshToken { o["refresh_token"] = .string(refreshToken) }
+        if let idToken { o["id_token"] = .string(idToken) }
+        return JSON.object(o).serialized()
+    }
+
+    init(accessToken: String?, refreshToken: String?, idToken: String?) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+    }
+
+    init?(plaintext: SecureBytes) {
+        let parsed: JSON? = plaintext.withUnsafeBytes { try? JSON.parse($0) }
+        guard let o = parsed?.objectValue else { return nil }
+        accessToken = o["access_token"]?.stringValue
+        refreshToken = o["refresh_token"]?.stringValue
+        idToken = o["id_token"]?.stringValue
+    }
+}
+
+/// Associated data binds each sealed half to its record id and version, so
+/// halves can't be swapped between rows or replayed from an older version.
+enum SessionSealing {
+    static let recordVersion = 1
+    static func metaAD(id: String) -> [UInt8] { Array("sessionvault/session-meta/v1|\(id)".utf8) }
+    static func secretAD(id: String, version: Int) -> [UInt8] { Array("sessionvault/session-secret/v1|\(id)|\(version)".utf8) }
+}

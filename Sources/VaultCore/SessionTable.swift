@@ -1,0 +1,115 @@
+import Synchronization
+import SodiumKit
+import VaultProtocol
+import VaultStore
+
+/// The state a release needs (the vault key and the session index) behind one
+/// lock. Every change is made by the `Vault` actor, after the store has it
+/// durably; the lock only makes the state readable from a socket's event loop,
+/// so releasing a session from an unlocked vault takes no thread hop.
+final class SessionTable: Sendable {
+    struct Entry {
+        var meta: SessionMeta
+        var row: SessionRow
+    }
+
+    private struct State {
+        var vaultKey: SecureBytes?
+        var entries: [String: Entry] = [:]
+        /// account name → record id: a release is one hash lookup at any scale.
+        var accountIndex: [String: String] = [:]
+        var lastActivity: Double
+    }
+
+    private let state: Mutex<State>
+
+    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double) {
+        var s = State(vaultKey: vaultKey, lastActivity: now)
+        s.entries = entries
+        for (id, e) in entries { s.accountIndex[e.meta.account] = id }
+        state = Mutex(s)
+    }
+
+    var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
+    var lastActivity: Double { state.withLock { $0.lastActivity } }
+    var count: Int { state.withLock { $0.entries.count } }
+
+    func setVaultKey(_ key: SecureBytes?) {
+        // The old key, if any, is released here; sodium_free wipes it.
+        state.withLock { $0.vaultKey = key }
+    }
+
+    /// Drops the vault key; returns whether the vault was unlocked.
+    func lock() -> Bool {
+        state.withLock { s in
+            defer { s.vaultKey = nil }
+            return s.vaultKey != nil
+        }
+    }
+
+    func touch(_ now: Double) { state.withLock { $0.lastActivity = now } }
+
+    func entry(_ id: String) -> Entry? { state.withLock { $0.entries[id] } }
+
+    func id(forAccount account: String) -> String? { state.withLock { $0.accountIndex[account] } }
+
+    func allEntries() -> [String: Entry] { state.withLock { $0.entries } }
+
+    /// The record id for `account`, or the only session when none is named.
+    func pick(_ account: String?) throws(VaultFailure) -> String {
+        let result: Result<String, VaultFailure> = state.withLock { s in
+            if let account {
+                guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
+                return .success(id)
+            }
+            if s.entries.count == 1, let only = s.entries.keys.first { return .success(only) }
+            if s.entries.isEmpty { return .failure(VaultFailure(.noSession)) }
+            let names = s.entries.values.map(\.meta.account).sorted()
+            return .failure(VaultFailure(.badRequest, message: LocalizedText(
+                en: "There are several accounts here (\(names.joined(separator: ", "))). Say which one you want.",
+                nb: "Det finnes flere kontoer her (\(names.joined(separator: ", "))). Si hvilken du vil bruke."),
+                extra: ["accounts": .array(names.map { .string($0) })]))
+        }
+        return try result.get()
+    }
+
+    func put(_ id: String, _ entry: Entry) {
+        state.withLock { s in
+            if let old = s.entries[id], old.meta.account != entry.meta.account { s.accountIndex[old.meta.account] = nil }
+            s.entries[id] = entry
+            s.accountIndex[entry.meta.account] = id
+        }
+    }
+
+    func remove(_ id: String) {
+        state.withLock { s in
+            if let old = s.entries.removeValue(forKey: id) { s.accountIndex[old.meta.account] = nil }
+        }
+    }
+
+    func removeAll() {
+        state.withLock { s in
+            s.entries.removeAll()
+            s.accountIndex.removeAll()
+        }
+    }
+
+    /// Everything a release needs, read under the lock in one go. Nil when
+    /// the vault is locked or there is no such session.
+    func releasable(_ account: String?, now: Double) -> (key: SecureBytes, id: String, entry: Entry)? {
+        state.withLock { s in
+            guard let key = s.vaultKey else { return nil }
+            let id: String
+            if let account {
+                guard let hit = s.accountIndex[account] else { return nil }
+                id = hit
+            } else {
+                guard s.entries.count == 1, let only = s.entries.keys.first else { return nil }
+                id = only
+            }
+            guard let entry = s.entries[id] else { return nil }
+            s.lastActivity = now
+            return (key, id, entry)
+        }
+    }
+}

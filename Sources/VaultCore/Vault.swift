@@ -1,0 +1,382 @@
+import Foundation
+import Logging
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// A factor's state as `status` and `factors` show it.
+public struct FactorStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        case enabled
+        case notEnrolled = "not_enrolled"
+        case unavailable
+        case lockedOut = "locked_out"
+    }
+    public var factor: FactorID
+    public var state: State
+    public var label: LocalizedText
+    public var retryAfter: Int?
+
+    public func json(_ language: Language) -> JSON {
+        var o: [String: JSON] = ["factor": .string(factor.rawValue), "state": .string(state.rawValue),
+                                 "label": .string(label.text(language))]
+        if let retryAfter { o["retry_after"] = .int(Int64(retryAfter)) }
+        return .object(o)
+    }
+}
+
+/// A session as handed to an app: access token and claims, never the refresh token.
+public struct ReleasedSession: Sendable {
+    public var accessToken: String
+    public var expiresAt: Int64?
+    public var meta: SessionMeta
+
+    public var json: JSON {
+        var claims = meta.claims
+        if claims["name"] == nil { claims["name"] = .string(meta.name) }
+        var o: [String: JSON] = [
+            "access_token": .string(accessToken), "token_type": "Bearer",
+            "account": .string(meta.account), "provider": .string(meta.provider), "claims": .object(claims),
+        ]
+        o["expires_at"] = expiresAt.map { .int($0) } ?? .null
+        return .object(o)
+    }
+}
+
+/// An existing session brought in from elsewhere (as oidc-agent's `--rt`).
+public struct ImportRequest: Sendable {
+    public var issuer: String
+    public var clientID: String
+    public var account: String?
+    public var provider: String?
+    public var name: String?
+    public var subject: String?
+    public var refreshToken: String?
+    public var accessToken: String?
+    public var accessExpiresAt: Int64?
+
+    public init(issuer: String, clientID: String, account: String? = nil, provider: String? = nil, name: String? = nil,
+                subject: String? = nil, refreshToken: String?, accessToken: String?, accessExpiresAt: Int64?) {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.account = account
+        self.provider = provider
+        self.name = name
+        self.subject = subject
+        self.refreshToken = refreshToken
+        self.accessToken = accessToken
+        self.accessExpiresAt = accessExpiresAt
+    }
+}
+
+/// The broker. Owns the lock state (the vault key, only in secure memory while
+/// unlocked), the keyslots, the unlock policy and the release of sessions.
+/// Everything a client can ask goes through here; the socket server only
+/// translates frames.
+public actor Vault {
+    let store: VaultStore
+    let deviceKey: SecureBytes
+    /// Seals session metadata so `status` can list accounts while locked.
+    let metaKey: SecureBytes
+    public nonisolated let audit: AuditLog
+    let factors: [FactorID: any UnlockFactor]
+    /// Registered factors in unlock-policy order.
+    let order: [FactorID]
+    let config: VaultConfig
+    let logger: Logger
+
+    var slots: [String: KeyslotRow] = [:]
+    /// The vault key and the session index; see `SessionTable` for why it has its own lock.
+    nonisolated let table: SessionTable
+    var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
+
+    /// Opens (or creates) the vault on a store with the device key.
+    public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger) throws(VaultStartupError) {
+        self.store = store
+        self.deviceKey = deviceKey
+        self.config = config
+        self.logger = logger
+        var byID: [FactorID: any UnlockFactor] = [:]
+        for f in factors { byID[f.descriptor.id] = f }
+        self.factors = byID
+        self.order = factors.sorted { $0.descriptor.rank < $1.descriptor.rank }.map { $0.descriptor.id }
+        do {
+            self.metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
+            self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
+        } catch {
+            throw .crypto("\(error)")
+        }
+        let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, logger: logger)
+        self.slots = opened.slots
+        self.table = SessionTable(vaultKey: opened.vaultKey, entries: opened.entries, now: Date().timeIntervalSince1970)
+    }
+
+    private struct Opened {
+        var slots: [String: KeyslotRow]
+        var vaultKey: SecureBytes?
+        var entries: [String: SessionTable.Entry]
+    }
+
+    /// Checks the device key against the store, creates a fresh vault on an empty
+    /// store, opens the device slot when no factor is enrolled, loads session metadata.
+    private static func openStore(store: VaultStore, deviceKey: SecureBytes, metaKey: SecureBytes, logger: Logger) throws(VaultStartupError) -> Opened {
+        func storeFailure(_ e: StoreError) -> VaultStartupError { .store(Messages.storeUnreadable, detail: "\(e)") }
+        do {
+            let check = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/device-key-check/v1")]).unsafeCopyToArray()
+            if let stored = try store.meta("device_key_check") {
+                guard Sodium.constantTimeEqual(stored, check) else { throw VaultStartupError.deviceKeyMismatch }
+            } else {
+                try store.setMeta("device_key_check", check)
+            }
+            var slots: [String: KeyslotRow] = [:]
+            for row in try store.keyslots() { slots[row.id] = row }
+            var vaultKey: SecureBytes?
+            let now = Int64(Date().timeIntervalSince1970)
+            if slots.isEmpty {
+                // A fresh vault: no factor yet, so the device key alone guards it
+                // (the seeds' "standard session token resumption" without biometrics).
+                let vk = try SecureBytes.random(count: 32)
+                let device = try Keyslot.make(id: Keyslot.deviceSlotID, factor: Keyslot.deviceSlotID, vaultKey: vk,
+                                              deviceKey: deviceKey, proof: nil, cost: nil, now: now)
+                try store.updateKeyslots(put: [device], delete: [])
+                slots[device.id] = device
+                vaultKey = vk
+                logger.info("created a new vault")
+            } else if let device = slots[Keyslot.deviceSlotID] {
+                vaultKey = try Keyslot.open(device, deviceKey: deviceKey, proof: nil)
+            }
+            var entries: [String: SessionTable.Entry] = [:]
+            for row in try store.sessions() {
+                guard let box = try? SealedBox(bytes: row.sealedMeta),
+                      let plain = try? SecretBox.open(box, key: metaKey, associatedData: SessionSealing.metaAD(id: row.id)),
+                      let json = plain.withUnsafeBytes({ try? JSON.parse($0) }),
+                      let meta = SessionMeta(json: json) else {
+                    logger.error("a session record failed to open and is skipped", metadata: ["record": "\(row.id)"])
+                    continue
+                }
+                entries[row.id] = SessionTable.Entry(meta: meta, row: row)
+            }
+            return Opened(slots: slots, vaultKey: vaultKey, entries: entries)
+        } catch let e as VaultStartupError {
+            throw e
+        } catch let e as StoreError {
+            if case .tooNew = e { throw .store(Messages.storeTooNew, detail: "\(e)") }
+            throw storeFailure(e)
+        } catch {
+            throw .crypto("\(error)")
+        }
+    }
+
+    // MARK: - State
+
+    public var isLocked: Bool { table.vaultKey == nil }
+
+    /// The unlocked vault key, or nil while locked.
+    var vaultKey: SecureBytes? { table.vaultKey }
+
+    nonisolated func now() -> Double { Date().timeIntervalSince1970 }
+
+    func touch() { table.touch(now()) }
+
+    /// Zeroes the vault key (sodium_free wipes it) and forgets nothing else:
+    /// session metadata stays listable, secrets need an unlock again.
+    public func lock(reason: String, requester: Requester? = nil) {
+        if table.lock() {
+            audit.record("lock", outcome: "ok", detail: ["reason": .string(reason)], requester: requester)
+        }
+    }
+
+    /// Called periodically by the daemon.
+    public func lockIfIdle() {
+        guard config.idleTimeout > 0, vaultKey != nil, !hasOnlyDeviceSlot else { return }
+        if now() - table.lastActivity >= Double(config.idleTimeout) { lock(reason: "idle") }
+    }
+
+    /// A vault with no factor enrolled is guarded by the device key alone and
+    /// re-opens by itself; locking it would only hide sessions for no gain.
+    var hasOnlyDeviceSlot: Bool { slots.keys.allSatisfy { $0 == Keyslot.deviceSlotID } }
+
+    /// Factors with a slot, in policy order.
+    var enrolledFactors: [FactorID] { order.filter { slots[$0.rawValue] != nil } }
+
+    // MARK: - Status
+
+    public func factorStatuses() async -> [FactorStatus] {
+        var out: [FactorStatus] = []
+        for id in order {
+            guard let factor = factors[id] else { continue }
+            out.append(await status(of: factor))
+        }
+        return out
+    }
+
+    func status(of factor: any UnlockFactor) async -> FactorStatus {
+        let d = factor.descriptor
+        let name = d.displayName
+        if case .unavailable(let reason) = await factor.probe() {
+            return FactorStatus(factor: d.id, state: .unavailable, label: reason)
+        }
+        guard slots[d.id.rawValue] != nil else {
+            return FactorStatus(factor: d.id, state: .notEnrolled,
+                                label: LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp"))
+        }
+        if d.throttle != nil, let counter = try? store.failureCounter(factor: d.id.rawValue) {
+            let wait = Int(counter.lockedUntil) - Int(now())
+            if wait > 0 {
+                return FactorStatus(factor: d.id, state: .lockedOut, label: LocalizedText(
+                    en: "\(name.en) locked — try again in \(Messages.duration(wait, .en))",
+                    nb: "\(name.nb) er sperret — prøv igjen om \(Messages.duration(wait, .nb))"), retryAfter: wait)
+            }
+        }
+        return FactorStatus(factor: d.id, state: .enabled,
+                            label: LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på"))
+    }
+
+    public struct AccountInfo: Sendable {
+        public var account: String
+        public var provider: String
+        public var name: String
+        public var tokenHash: String
+        public var accessExpiresAt: Int64?
+        public var hasRefreshToken: Bool
+    }
+
+    public func accounts() -> [AccountInfo] {
+        table.allEntries().values.map { e in
+            AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
+                        tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
+                        hasRefreshToken: e.meta.hasRefreshToken)
+        }.sorted { $0.account < $1.account }
+    }
+
+    // MARK: - Sessions
+
+    /// Releases a session to an app, unlocking first when needed (subject to the
+    /// unlock policy). Never returns the refresh token.
+    public func release(account: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+        touch()
+        _ = try table.pick(account)
+        try await ensureUnlocked(conversation, preferred: nil)
+        // Re-resolve: the state may have changed while we waited for the person.
+        let id = try table.pick(account)
+        guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        return try open(id: id, entry: entry, key: vk)
+    }
+
+    /// The fast path, callable from any thread: releases at once when the vault
+    /// is unlocked and the access token is fresh; nil means "take the full path"
+    /// (locked, unknown or ambiguous account, token expired: all of which may
+    /// need the person, a refresh, or a precise error).
+    public nonisolated func releaseIfReady(account: String?) -> ReleasedSession? {
+        guard let (key, id, entry) = table.releasable(account, now: now()) else { return nil }
+        return try? open(id: id, entry: entry, key: key)
+    }
+
+    nonisolated func open(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> ReleasedSession {
+        let meta = entry.meta
+        let token: String?
+        do {
+            let box = try SealedBox(bytes: entry.row.sealedSecret)
+            token = try SecretBox.withOpened(box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion)) { plain in
+                (try? JSON.parse(plain))?["access_token"]?.stringValue
+            }
+        } catch {
+            logger.error("a session record failed to open", metadata: ["record": "\(id)"])
+            throw .internal()
+        }
+        let skew: Int64 = 5
+        guard let token, meta.accessExpiresAt.map({ $0 > Int64(now()) + skew }) ?? true else {
+            // Refreshing needs the OIDC client; without it an expired access token ends the session.
+            throw VaultFailure(.sessionExpired)
+        }
+        return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
+    }
+
+    func pickSession(_ account: String?) throws(VaultFailure) -> String { try table.pick(account) }
+
+    public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
+        touch()
+        guard request.refreshToken != nil || request.accessToken != nil else {
+            throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
+                                            nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres."))
+        }
+        guard let url = URL(string: request.issuer), let host = url.host, let scheme = url.scheme,
+              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
+            throw .badRequest(LocalizedText(
+                en: "The issuer must be an https:// address (http:// only on this computer).",
+                nb: "Utstederen må være en https://-adresse (http:// bare på denne maskinen)."))
+        }
+        guard !request.clientID.isEmpty else {
+            throw .badRequest(LocalizedText(en: "A client id is needed to import a session.",
+                                            nb: "En klient-ID trengs for å importere en økt."))
+        }
+        try await ensureUnlocked(conversation, preferred: nil)
+        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        let account = request.account ?? host
+        let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
+        let nowS = Int64(now())
+        let meta = SessionMeta(account: account, provider: request.provider ?? "generic", issuer: request.issuer,
+                               clientID: request.clientID, subject: request.subject ?? "", name: request.name ?? account,
+                               claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
+                               hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
+        let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
+        try persist(id: id, meta: meta, secret: secret, vaultKey: vk, tokenForHash: request.refreshToken ?? request.accessToken ?? "")
+        audit.record("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester)
+        return meta
+    }
+
+    func persist(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes, tokenForHash: String) throws(VaultFailure) {
+        var plain = secret.serialized()
+        defer { Sodium.wipe(&plain) }
+        let row: SessionRow
+        do {
+            let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
+            let sealedSecret = try SecretBox.seal(plain, key: vk, associatedData: SessionSealing.secretAD(id: id, version: SessionSealing.recordVersion))
+            let nowS = Int64(now())
+            row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
+                             sealedMeta: sealedMeta.bytes, sealedSecret: sealedSecret.bytes,
+                             recordVersion: SessionSealing.recordVersion, createdAt: table.entry(id)?.row.createdAt ?? nowS, updatedAt: nowS)
+        } catch {
+            logger.error("sealing a session failed", metadata: ["error": "\(error)"])
+            throw .internal()
+        }
+        try storeCall { () throws(StoreError) in try store.putSession(row) }
+        table.put(id, SessionTable.Entry(meta: meta, row: row))
+    }
+
+    /// Deletes sessions locally. Works while locked: logging out must never need an unlock.
+    public func logout(account: String?, all: Bool, requester: Requester) throws(VaultFailure) -> Int {
+        var removed = 0
+        if all {
+            removed = try storeCall { () throws(StoreError) in try store.deleteAllSessions() }
+            table.removeAll()
+        } else {
+            guard let account else {
+                throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
+                                                nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
+            }
+            if let id = table.id(forAccount: account) {
+                if try storeCall({ () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
+                table.remove(id)
+            }
+        }
+        audit.record("logout", outcome: "ok", detail: ["count": .int(Int64(removed)), "all": .bool(all)], requester: requester)
+        return removed
+    }
+
+    /// Runs a store call, turning its failure into a sentence for the person.
+    func storeCall<T>(_ body: () throws(StoreError) -> T) throws(VaultFailure) -> T {
+        do {
+            return try body()
+        } catch {
+            logger.error("store operation failed", metadata: ["error": "\(error)"])
+            if case .io = error {
+                throw VaultFailure(.internal, message: LocalizedText(
+                    en: "The vault could not save to disk (it may be full or read-only). Nothing was changed. Free some space and try again.",
+                    nb: "Hvelvet fikk ikke lagret til disken (den kan være full eller skrivebeskyttet). Ingenting ble endret. Frigjør plass og prøv igjen."))
+            }
+            throw .internal()
+        }
+    }
+}

@@ -1,0 +1,294 @@
+import NIOCore
+import Synchronization
+import VaultCore
+import VaultFactor
+import VaultProtocol
+
+/// How a person answered a prompt.
+enum PromptAnswer: Sendable {
+    case value(JSON)
+    case cancelled
+    case timedOut
+}
+
+/// Per-connection state shared between the event loop (which reads frames) and
+/// the tasks serving requests (which may wait for a prompt's answer).
+final class ConnectionState: Sendable {
+    struct Inner {
+        var language: Language = .en
+        var interactive = false
+        var requester = Requester(pid: 0, uid: 0, executable: nil)
+        var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
+        var nextPrompt = 0
+        var closed = false
+    }
+    let inner = Mutex(Inner())
+
+    var language: Language { inner.withLock { $0.language } }
+    var interactive: Bool { inner.withLock { $0.interactive } }
+    var requester: Requester { inner.withLock { $0.requester } }
+
+    func newPromptID() -> String {
+        inner.withLock { s in
+            s.nextPrompt += 1
+            return "p\(s.nextPrompt)"
+        }
+    }
+
+    /// Records `pid` as open, then calls `ask` (which sends the prompt), and
+    /// parks the caller until `resolve` is called for `pid` (or the connection
+    /// closes). The order matters: a client may answer before `ask` returns,
+    /// and its answer must find the question already open.
+    func wait(for pid: String, ask: () -> Void) async -> PromptAnswer {
+        await withCheckedContinuation { (c: CheckedContinuation<PromptAnswer, Never>) in
+            let closed = inner.withLock { s -> Bool in
+                if s.closed { return true }
+                s.waiting[pid] = c
+                return false
+            }
+            if closed {
+                c.resume(returning: .cancelled)
+                return
+            }
+            ask()
+        }
+    }
+
+    /// Returns false when no prompt with that id is waiting.
+    @discardableResult
+    func resolve(_ pid: String, with answer: PromptAnswer) -> Bool {
+        let c = inner.withLock { $0.waiting.removeValue(forKey: pid) }
+        c?.resume(returning: answer)
+        return c != nil
+    }
+
+    /// The client went away: every open question counts as cancelled.
+    func close() {
+        let all = inner.withLock { s -> [CheckedContinuation<PromptAnswer, Never>] in
+            s.closed = true
+            defer { s.waiting.removeAll() }
+            return Array(s.waiting.values)
+        }
+        for c in all { c.resume(returning: .cancelled) }
+    }
+}
+
+/// The factor conversation for one request on one connection: each question
+/// becomes a `prompt` event carrying the request's id, answered by an `answer` op.
+struct ServerConversation: ClientConversation {
+    let state: ConnectionState
+    let channel: any Channel
+    let requestID: JSON
+    let language: Language
+    let isInteractive: Bool
+    let requester: Requester
+    let promptTimeout: Int64
+
+    func send(_ prompt: Prompt) {
+        var buffer = channel.allocator.buffer(capacity: 128)
+        buffer.writeBytes(Response.prompt(id: requestID, prompt: prompt).encoded())
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    func show(_ message: LocalizedText) async {
+        guard isInteractive else { return }
+        send(Prompt(pid: state.newPromptID(), kind: .message, text: message.text(language)))
+    }
+
+    func ask(_ kind: Prompt.Kind, _ text: LocalizedText) async throws(FactorError) -> JSON {
+        guard isInteractive else { throw .notInteractive }
+        let pid = state.newPromptID()
+        let state = self.state
+        let timer = channel.eventLoop.scheduleTask(in: .seconds(promptTimeout)) {
+            state.resolve(pid, with: .timedOut)
+        }
+        let prompt = Prompt(pid: pid, kind: kind, text: text.text(language))
+        let answer = await state.wait(for: pid) { send(prompt) }
+        timer.cancel()
+        switch answer {
+        case .value(let v): return v
+        case .cancelled: throw .cancelled
+        case .timedOut: throw .timeout
+        }
+    }
+
+    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
+        guard case .string(let s) = try await ask(.secret, prompt) else { throw .cancelled }
+        do {
+            return try SecureBytes.utf8(s)
+        } catch {
+            throw .unavailable(Messages.standard(.internal))
+        }
+    }
+
+    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        switch try await ask(.confirm, prompt) {
+        case .bool(let b): return b
+        case .string(let s): return ["yes", "y", "ja", "j", "true"].contains(s.lowercased())
+        default: return false
+        }
+    }
+}
+
+/// Reads frames, answers the connection-level ops inline (`hello`, `answer`)
+/// and serves every other request in its own task, so several requests can be
+/// in flight on one connection and a slow one (waiting for a fingerprint)
+/// never holds up the others.
+final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: NIO calls a handler only on its channel's event loop; the
+    // fields below are touched nowhere else. Tasks use `state` and `channel`.
+    typealias InboundIn = Frame
+
+    let router: RequestRouter
+    let state = ConnectionState()
+    var authorized = false
+    var pendingFrames: [Frame] = []
+
+    init(router: RequestRouter) {
+        self.router = router
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let state = self.state
+        let ownUID = router.ownUID
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        PeerCredentials.of(channel).whenComplete { result in
+            let handler = loopBound.value
+            guard case .success(let creds) = result, creds.uid == ownUID else {
+                // Another uid: one `forbidden`, then close. Nothing else is read.
+                var buffer = channel.allocator.buffer(capacity: 200)
+                buffer.writeBytes(Response.failure(id: .null, error: VaultFailure(.forbidden), language: .en).encoded())
+                channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+                return
+            }
+            state.inner.withLock {
+                $0.requester = Requester(pid: creds.pid, uid: creds.uid)
+            }
+            handler.authorized = true
+            let queued = handler.pendingFrames
+            handler.pendingFrames = []
+            for frame in queued { handler.handle(frame, channel: channel) }
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.close()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if authorized {
+            handle(frame, channel: context.channel)
+        } else if pendingFrames.count < 64 {
+            // Frames that arrive before the peer check completes wait for it.
+            pendingFrames.append(frame)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func write(_ response: Response, to channel: any Channel) {
+        var buffer = channel.allocator.buffer(capacity: 256)
+        buffer.writeBytes(response.encoded())
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    func handle(_ frame: Frame, channel: any Channel) {
+        let language = state.language
+        switch frame {
+        case .tooLong:
+            var buffer = channel.allocator.buffer(capacity: 256)
+            let failure = VaultFailure.badRequest(LocalizedText(
+                en: "The request line is longer than 65,536 bytes. The connection will be closed; send shorter requests.",
+                nb: "Forespørselslinjen er lengre enn 65 536 byte. Forbindelsen lukkes; send kortere forespørsler."))
+            buffer.writeBytes(Response.failure(id: .null, error: failure, language: language).encoded())
+            channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+        case .line(let buffer):
+            let request: Request
+            do {
+                request = try Request.decode(line: buffer.readableBytesView)
+            } catch {
+                write(.failure(id: error.id, error: error.failure, language: language), to: channel)
+                return
+            }
+            switch request.op {
+            case "hello":
+                hello(request, channel: channel)
+            case "answer":
+                write(answer(request), to: channel)
+            case "session" where request["account"] == nil || request["account"]?.stringValue != nil:
+                // The common case, an unlocked vault with a fresh token, is answered
+                // right here on the event loop; anything else takes the full path.
+                if let released = router.vault.releaseIfReady(account: request["account"]?.stringValue) {
+                    write(.success(id: request.id, result: released.json), to: channel)
+                } else {
+                    serve(request, channel: channel)
+                }
+            default:
+                serve(request, channel: channel)
+            }
+        }
+    }
+
+    /// Serves a request in its own task: it may wait for the person.
+    func serve(_ request: Request, channel: any Channel) {
+        let router = self.router
+        let state = self.state
+        Task {
+            let response = await router.handle(request, state: state, channel: channel)
+            var out = channel.allocator.buffer(capacity: 256)
+            out.writeBytes(response.encoded())
+            channel.writeAndFlush(out, promise: nil)
+        }
+    }
+
+
+    /// Settles language and interactivity at once (later frames on this
+    /// connection rely on them), then answers with the lock state. A client
+    /// asking for a newer version gets version 1 answers and sees our version.
+    func hello(_ request: Request, channel: any Channel) {
+        let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
+        let interactive = request["interactive"]?.boolValue ?? false
+        state.inner.withLock {
+            $0.language = language
+            $0.interactive = interactive
+        }
+        let router = self.router
+        Task {
+            let locked = await router.vault.isLocked
+            var out = channel.allocator.buffer(capacity: 128)
+            out.writeBytes(Response.success(id: request.id, result: [
+                "version": .int(Wire.version), "server": .string(router.serverName), "locked": .bool(locked),
+            ]).encoded())
+            channel.writeAndFlush(out, promise: nil)
+        }
+    }
+
+    func answer(_ request: Request) -> Response {
+        guard let pid = request["pid"]?.stringValue else {
+            return .failure(id: request.id, error: .badRequest(LocalizedText(
+                en: "An answer needs the “pid” of the prompt it answers.",
+                nb: "Et svar trenger «pid» for spørsmålet det svarer på.")), language: state.language)
+        }
+        let answer: PromptAnswer
+        if request["cancel"]?.boolValue == true {
+            answer = .cancelled
+        } else if let value = request["value"] {
+            answer = .value(value)
+        } else {
+            answer = .cancelled
+        }
+        guard state.resolve(pid, with: answer) else {
+            return .failure(id: request.id, error: .badRequest(LocalizedText(
+                en: "There is no open question with that id. It may have timed out; start again.",
+                nb: "Det finnes ikke noe åpent spørsmål med den ID-en. Det kan ha gått ut på tid; begynn på nytt.")),
+                language: state.language)
+        }
+        return .success(id: request.id, result: [:])
+    }
+}

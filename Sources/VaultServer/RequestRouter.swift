@@ -1,0 +1,140 @@
+import NIOCore
+import VaultCore
+import VaultFactor
+import VaultProtocol
+
+/// Turns one decoded request into a call on the broker and its result into a
+/// response. Field checking lives here; policy lives in the broker.
+struct RequestRouter: Sendable {
+    let vault: Vault
+    let serverName: String
+    let ownUID: UInt32
+    let promptTimeout: Int64
+
+    func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
+        let language = state.language
+        let conversation = ServerConversation(
+            state: state, channel: channel, requestID: request.id, language: language,
+            isInteractive: state.interactive, requester: state.requester, promptTimeout: promptTimeout)
+        do {
+            let result = try await route(request, conversation)
+            return .success(id: request.id, result: result)
+        } catch {
+            return .failure(id: request.id, error: error, language: language)
+        }
+    }
+
+    func route(_ request: Request, _ conversation: ServerConversation) async throws(VaultFailure) -> JSON {
+        let language = conversation.language
+        switch request.op {
+        case "status":
+            let factors = await vault.factorStatuses()
+            let accounts = await vault.accounts()
+            return [
+                "locked": .bool(await vault.isLocked),
+                "accounts": .array(accounts.map { ["account": .string($0.account), "provider": .string($0.provider), "name": .string($0.name)] }),
+                "factors": .array(factors.map { $0.json(language) }),
+            ]
+        case "factors":
+            return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
+        case "session":
+            let released = try await vault.release(account: try optionalString(request, "account"), conversation: conversation)
+            return released.json
+        case "unlock":
+            let factor = try optionalString(request, "factor").map(FactorID.init(rawValue:))
+            try await vault.unlock(factor: factor, conversation: conversation)
+            return ["locked": false]
+        case "lock":
+            await vault.lock(reason: "request", requester: conversation.requester)
+            return ["locked": true]
+        case "logout":
+            let all = request["all"]?.boolValue ?? false
+            let n = try await vault.logout(account: try optionalString(request, "account"), all: all, requester: conversation.requester)
+            return ["revoked": .int(Int64(n))]
+        case "enroll", "reenroll":
+            let status = try await vault.enroll(try factorField(request), conversation: conversation)
+            return status.json(language)
+        case "disable":
+            let confirmed = request["confirm"]?.boolValue ?? false
+            let status = try await vault.disable(try factorField(request), confirmed: confirmed, conversation: conversation)
+            return status.json(language)
+        case "import":
+            let meta = try await vault.importSession(try importRequest(request), conversation: conversation)
+            return ["account": .string(meta.account), "provider": .string(meta.provider)]
+        case "sessions":
+            return ["sessions": .array(await vault.accounts().map { a in
+                var o: [String: JSON] = [
+                    "account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name),
+                    "token_hash": .string(a.tokenHash), "refreshable": .bool(a.hasRefreshToken),
+                ]
+                o["expires_at"] = a.accessExpiresAt.map { .int($0) } ?? .null
+                return .object(o)
+            })]
+        case "audit":
+            if request["verify"]?.boolValue == true {
+                do {
+                    let bad = try vault.audit.verify()
+                    return ["ok": .bool(bad == nil), "first_bad": bad.map { .int($0) } ?? .null]
+                } catch {
+                    throw .internal()
+                }
+            }
+            let after = request["after"]?.intValue ?? 0
+            let limit = Int(max(1, min(request["limit"]?.intValue ?? 200, 1000)))
+            do {
+                let rows = try vault.audit.entries(after: after, limit: limit)
+                return ["entries": .array(rows.map { r in
+                    [
+                        "seq": .int(r.seq), "at": .double(r.at), "event": .string(r.event),
+                        "factor": r.factor.map { .string($0) } ?? .null, "outcome": .string(r.outcome),
+                        "detail": (try? JSON.parse(r.detail)) ?? .null,
+                        "pid": r.pid.map { .int(Int64($0)) } ?? .null, "exe": r.exe.map { .string($0) } ?? .null,
+                    ]
+                })]
+            } catch {
+                throw .internal()
+            }
+        default:
+            throw .badRequest(LocalizedText(
+                en: "Unknown operation “\(String(request.op.prefix(64)))”. See docs/protocol.md for the operations.",
+                nb: "Ukjent operasjon «\(String(request.op.prefix(64)))». Se docs/protocol.md for operasjonene."))
+        }
+    }
+
+    func optionalString(_ request: Request, _ key: String) throws(VaultFailure) -> String? {
+        switch request[key] {
+        case .none, .some(.null): return nil
+        case .some(.string(let s)): return s
+        default:
+            throw .badRequest(LocalizedText(en: "The field “\(key)” must be text.", nb: "Feltet «\(key)» må være tekst."))
+        }
+    }
+
+    func factorField(_ request: Request) throws(VaultFailure) -> FactorID {
+        guard let name = try optionalString(request, "factor"), !name.isEmpty else {
+            throw .badRequest(LocalizedText(en: "Say which unlock method, for example “pin”.",
+                                            nb: "Si hvilken opplåsingsmåte, for eksempel «pin»."))
+        }
+        return FactorID(rawValue: name)
+    }
+
+    func importRequest(_ request: Request) throws(VaultFailure) -> ImportRequest {
+        guard let issuer = try optionalString(request, "issuer"), let clientID = try optionalString(request, "client_id") else {
+            throw .badRequest(LocalizedText(en: "An import needs “issuer” and “client_id”.",
+                                            nb: "En import trenger «issuer» og «client_id»."))
+        }
+        var expires: Int64?
+        if let e = request["expires_at"], e != .null {
+            guard let v = e.intValue else {
+                throw .badRequest(LocalizedText(en: "“expires_at” must be a Unix time in seconds.",
+                                                nb: "«expires_at» må være et Unix-tidspunkt i sekunder."))
+            }
+            expires = v
+        }
+        return ImportRequest(
+            issuer: issuer, clientID: clientID, account: try optionalString(request, "account"),
+            provider: try optionalString(request, "provider"), name: try optionalString(request, "name"),
+            subject: try optionalString(request, "subject"), refreshToken: try optionalString(request, "refresh_token"),
+            accessToken: try optionalString(request, "access_token"), accessExpiresAt: expires)
+    }
+}

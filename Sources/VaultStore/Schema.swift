@@ -1,0 +1,90 @@
+import GRDB
+
+/// The schema, as GRDB migrations. Each migration also records the schema
+/// version it produces in `PRAGMA user_version` and in `store_info`, so that an
+/// older SessionVault can tell "newer than me" before it writes anything
+/// (see `VaultStore.refuseNewerSchema`).
+enum Schema {
+    /// Bump together with a new migration below.
+    static let version = 1
+
+    /// Every migration identifier registered below, for the read-only probe.
+    static let migrationIdentifiers: Set<String> = ["v1"]
+
+    static let migrator: DatabaseMigrator = {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE store_info (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    schema_version INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE meta (
+                    "key" TEXT PRIMARY KEY NOT NULL CHECK ("key" <> ''),
+                    value BLOB NOT NULL
+                );
+                CREATE TABLE keyslot (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+                    factor TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    salt BLOB NOT NULL,
+                    kdf TEXT NOT NULL,
+                    binding TEXT NOT NULL,
+                    -- a wrapped key is never empty: an empty one is a caller bug
+                    sealed_key BLOB NOT NULL CHECK (length(sealed_key) > 0),
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE session (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+                    token_hash TEXT NOT NULL,
+                    sealed_meta BLOB NOT NULL,
+                    sealed_secret BLOB NOT NULL,
+                    record_version INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE INDEX session_token_hash ON session(token_hash);
+                CREATE TABLE failure_counter (
+                    factor TEXT PRIMARY KEY NOT NULL,
+                    failures INTEGER NOT NULL CHECK (failures >= 0),
+                    locked_until INTEGER NOT NULL
+                );
+                -- seq is the rowid: assigned by the store inside the appending
+                -- transaction, so it is strictly increasing.
+                CREATE TABLE audit (
+                    seq INTEGER PRIMARY KEY,
+                    at REAL NOT NULL,
+                    event TEXT NOT NULL,
+                    factor TEXT,
+                    outcome TEXT NOT NULL,
+                    detail TEXT NOT NULL,
+                    pid INTEGER,
+                    exe TEXT,
+                    mac BLOB NOT NULL
+                );
+                -- Append-only, enforced by SQLite too, so a bug elsewhere in the
+                -- daemon cannot rewrite history (a later migration may drop these
+                -- to add rotation).
+                CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+                BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END;
+                CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+                BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END;
+                -- AUTOINCREMENT: a job id is never reused, even after deletion.
+                CREATE TABLE job (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    kind TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    not_before INTEGER NOT NULL DEFAULT 0,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE INDEX job_due ON job(not_before, id);
+                INSERT INTO store_info (id, schema_version, created_at)
+                    VALUES (1, 1, CAST(strftime('%s', 'now') AS INTEGER));
+                PRAGMA user_version = 1;
+                """)
+        }
+        return migrator
+    }()
+}

@@ -1,0 +1,309 @@
+import ArgumentParser
+import Foundation
+import Histogram
+import Synchronization
+import VaultClient
+import VaultProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// vault-bench: measures a real vaultd (release build) over its real socket and
+/// prints one table. Figures go to docs/benchmarks.md; nothing here asserts speed.
+@main
+struct VaultBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vault-bench",
+        abstract: "Measure SessionVault: release latency and throughput, PIN unlock, start-up, memory.")
+
+    @Option(help: "The vaultd binary (default: next to vault-bench).")
+    var vaultd: String?
+
+    @Option(help: "Requests per latency measurement.")
+    var requests = 20_000
+
+    @Option(help: "Seconds per throughput measurement.")
+    var seconds = 2.0
+
+    @Option(help: "Sessions for the scale measurement.")
+    var scaleSessions = 10_000
+
+    @Flag(help: "A short run (for CI smoke tests): fewer requests and sessions.")
+    var quick = false
+
+    func run() throws {
+        let binary = vaultd ?? (URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path + "/vaultd")
+        let requests = quick ? 2_000 : self.requests
+        let seconds = quick ? 0.5 : self.seconds
+        let scale = quick ? 500 : scaleSessions
+        var table = Table()
+        print("vault-bench: vaultd = \(binary)")
+        print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory / 1_073_741_824) GiB")
+        flushOutput()
+
+        let daemon = try Daemon(binary: binary)
+        defer { daemon.stop() }
+        table.add("vaultd idle RSS (fresh vault)", mib(daemon.rssKiB()), "≤ 30 MiB", daemon.rssKiB() <= 30 * 1024)
+
+        try daemon.importSessions(count: 1, prefix: "one")
+        // Floors, to see where a release's time goes: a frame answered on the
+        // event loop (framing + JSON only), and one that visits the broker actor.
+        let inline = try measurePersistent(daemon.socket, frame: Request(id: 1, op: "answer", fields: ["pid": "none"]).encoded(), count: requests)
+        table.add("floor: frame answered on the event loop, p50", us(inline.p50), "", nil)
+        let hop = try measurePersistent(daemon.socket, frame: Request(id: 1, op: "hello", fields: [:]).encoded(), count: requests)
+        table.add("floor: frame answered by the broker (hello), p50", us(hop.p50), "", nil)
+        let persistent1 = try measurePersistent(daemon.socket, account: "one-0", count: requests)
+        table.add("session release, persistent connection, p50 (1 session)", us(persistent1.p50), "≤ 30 µs", persistent1.p50 <= 30_000)
+        table.add("session release, persistent connection, p99 (1 session)", us(persistent1.p99), "", nil)
+        let perConnect = try measureConnectPerRequest(daemon.socket, account: "one-0", count: requests / 4)
+        table.add("connect + request + reply, p50", us(perConnect.p50), "≤ 60 µs (oidc-agent ≈ 63 µs)", perConnect.p50 <= 60_000)
+        table.add("connect + request + reply, p99", us(perConnect.p99), "", nil)
+        for clients in [1, 8, 32] {
+            let t = try measureThroughput(daemon.socket, account: "one-0", clients: clients, seconds: seconds)
+            let target = clients == 8 ? "≥ 30,000/s" : ""
+            table.add("throughput, \(clients) client\(clients == 1 ? "" : "s") (p99 \(us(t.p99)))", "\(Int(t.perSecond).formatted())/s", target,
+                      clients == 8 ? t.perSecond >= 30_000 : nil)
+        }
+
+        let unlock = try measurePINUnlock(daemon.socket, rounds: quick ? 3 : 10)
+        table.add("PIN unlock end to end, p50 (Argon2id 64 MiB)", ms(unlock.p50), "≤ 250 ms", unlock.p50 <= 250_000_000)
+
+        let importStart = DispatchTime.now().uptimeNanoseconds
+        try daemon.importSessions(count: scale - 1, prefix: "bulk")
+        let importNs = DispatchTime.now().uptimeNanoseconds - importStart
+        table.add("import \(scale - 1) sessions (durable writes)", "\(ms(importNs)) (\(us(importNs / UInt64(max(1, scale - 1)))) each)", "", nil)
+        let persistentN = try measurePersistent(daemon.socket, account: "one-0", count: requests)
+        let ratio = Double(persistentN.p50) / Double(max(1, persistent1.p50))
+        table.add("session release p50 with \(scale) sessions", us(persistentN.p50), "within 20 % of 1 session", ratio <= 1.2)
+        table.add("vaultd RSS with \(scale) sessions", mib(daemon.rssKiB()), "", nil)
+        let startup = try daemon.restartTime()
+        table.add("vaultd start-up with \(scale) sessions (to socket ready)", ms(startup), "≤ 300 ms", startup <= 300_000_000)
+        table.print()
+    }
+}
+
+// MARK: - Measurements
+
+struct Latency {
+    var p50: UInt64
+    var p99: UInt64
+}
+
+func sessionRequest(_ account: String) -> [UInt8] {
+    Request(id: 1, op: "session", fields: ["account": .string(account)]).encoded()
+}
+
+func measurePersistent(_ socket: String, account: String, count: Int) throws -> Latency {
+    try measurePersistent(socket, frame: sessionRequest(account), count: count)
+}
+
+func measurePersistent(_ socket: String, frame: [UInt8], count: Int) throws -> Latency {
+    let c = try VaultConnection(socketPath: socket)
+    var h = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
+    for i in 0..<(count + count / 10) {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        try c.send(frame)
+        _ = try c.readLine()
+        // The first tenth warms caches and is not recorded.
+        if i >= count / 10 { _ = h.record(DispatchTime.now().uptimeNanoseconds - t0) }
+    }
+    return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
+}
+
+func measureConnectPerRequest(_ socket: String, account: String, count: Int) throws -> Latency {
+    var h = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
+    let frame = sessionRequest(account)
+    for _ in 0..<count {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        let c = try VaultConnection(socketPath: socket)
+        try c.send(frame)
+        _ = try c.readLine()
+        _ = h.record(DispatchTime.now().uptimeNanoseconds - t0)
+    }
+    return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
+}
+
+struct Throughput {
+    var perSecond: Double
+    var p99: UInt64
+}
+
+func measureThroughput(_ socket: String, account: String, clients: Int, seconds: Double) throws -> Throughput {
+    let results = Mutex<(count: Int, histogram: Histogram<UInt64>, failed: Bool)>((0, Histogram(highestTrackableValue: 10_000_000_000), false))
+    let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+    let frame = sessionRequest(account)
+    let group = DispatchGroup()
+    let start = DispatchTime.now().uptimeNanoseconds
+    for _ in 0..<clients {
+        group.enter()
+        let thread = Thread {
+            defer { group.leave() }
+            var local = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
+            var n = 0
+            do {
+                let c = try VaultConnection(socketPath: socket)
+                while DispatchTime.now().uptimeNanoseconds < deadline {
+                    let t0 = DispatchTime.now().uptimeNanoseconds
+                    try c.send(frame)
+                    _ = try c.readLine()
+                    _ = local.record(DispatchTime.now().uptimeNanoseconds - t0)
+                    n += 1
+                }
+            } catch {
+                results.withLock { $0.failed = true }
+            }
+            let done = local
+            results.withLock { r in
+                r.count += n
+                r.histogram.add(done)
+            }
+        }
+        thread.start()
+    }
+    group.wait()
+    let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    return try results.withLock { r in
+        if r.failed { throw BenchError("a client failed during the throughput run") }
+        return Throughput(perSecond: Double(r.count) / elapsed, p99: r.histogram.valueAtPercentile(99))
+    }
+}
+
+func measurePINUnlock(_ socket: String, rounds: Int) throws -> Latency {
+    let pin = "482915"
+    let c = try VaultConnection(socketPath: socket)
+    try c.hello(client: "vault-bench", language: .en, interactive: true)
+    let answer: (Prompt) -> PromptReply = { $0.kind == .secret ? .value(.string(pin)) : .none }
+    _ = try c.call("enroll", ["factor": "pin"], onPrompt: answer)
+    var h = Histogram<UInt64>(highestTrackableValue: 100_000_000_000)
+    for _ in 0..<rounds {
+        _ = try c.call("lock")
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        _ = try c.call("unlock", ["factor": "pin"], onPrompt: answer)
+        _ = h.record(DispatchTime.now().uptimeNanoseconds - t0)
+    }
+    return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
+}
+
+// MARK: - The daemon under test
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+final class Daemon {
+    let binary: String
+    let dir: String
+    let socket: String
+    var process: Process?
+
+    init(binary: String) throws {
+        self.binary = binary
+        dir = NSTemporaryDirectory() + "vault-bench-\(getpid())"
+        socket = dir + "/run/vault.sock"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n".write(toFile: dir + "/config.toml", atomically: true, encoding: .utf8)
+        try start()
+    }
+
+    func start() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary)
+        p.arguments = ["--keyring=file", "--data-dir", dir + "/data", "--socket", socket, "--config", dir + "/config.toml",
+                       "--log-level", "warning"]
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try p.run()
+        process = p
+        try waitReady()
+    }
+
+    func waitReady() throws {
+        let deadline = DispatchTime.now().uptimeNanoseconds + 20_000_000_000
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            if (try? VaultConnection(socketPath: socket)) != nil { return }
+            usleep(500)
+        }
+        throw BenchError("vaultd did not start; run it by hand to see why")
+    }
+
+    func stop() {
+        guard let p = process, p.isRunning else { return }
+        p.terminate()
+        p.waitUntilExit()
+        process = nil
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// Time from exec to an accepting socket, with the current store.
+    func restartTime() throws -> UInt64 {
+        if let p = process {
+            p.terminate()
+            p.waitUntilExit()
+        }
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        try start()
+        return DispatchTime.now().uptimeNanoseconds - t0
+    }
+
+    func rssKiB() -> Int {
+        guard let pid = process?.processIdentifier,
+              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+        }
+        return 0
+    }
+
+    /// Imports sessions pipelined (many requests in flight on one connection).
+    func importSessions(count: Int, prefix: String) throws {
+        let c = try VaultConnection(socketPath: socket)
+        var sent = 0, received = 0
+        let window = 64
+        while received < count {
+            while sent < count && sent - received < window {
+                let token = "bench-\(prefix)-\(sent)-" + String(repeating: "x", count: 600)
+                try c.send(Request(id: .int(Int64(sent)), op: "import", fields: [
+                    "issuer": "https://login.example.org", "client_id": "bench", "account": .string("\(prefix)-\(sent)"),
+                    "refresh_token": .string("r" + token), "access_token": .string("a" + token), "expires_at": 4_102_444_800,
+                ]).encoded())
+                sent += 1
+            }
+            let line = try c.readLine()
+            guard let v = try? JSON.parse(line), v["ok"] == .bool(true) else {
+                throw BenchError("import failed: \(String(decoding: line, as: UTF8.self))")
+            }
+            received += 1
+        }
+    }
+}
+
+// MARK: - Output
+
+func us(_ ns: UInt64) -> String { String(format: "%.1f µs", Double(ns) / 1_000) }
+func ms(_ ns: UInt64) -> String { String(format: "%.1f ms", Double(ns) / 1_000_000) }
+func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) }
+
+struct Table {
+    var rows: [(String, String, String, Bool?)] = []
+    mutating func add(_ what: String, _ value: String, _ target: String, _ met: Bool?) {
+        rows.append((what, value, target, met))
+        Swift.print("  … \(what): \(value)")
+        flushOutput()
+    }
+    func print() {
+        let w0 = max(12, rows.map(\.0.count).max() ?? 0)
+        let w1 = max(8, rows.map(\.1.count).max() ?? 0)
+        let w2 = max(6, rows.map(\.2.count).max() ?? 0)
+        func pad(_ s: String, _ w: Int) -> String { s + String(repeating: " ", count: max(0, w - s.count)) }
+        Swift.print("")
+        Swift.print("| \(pad("measurement", w0)) | \(pad("result", w1)) | \(pad("target", w2)) | met |")
+        Swift.print("|-\(String(repeating: "-", count: w0))-|-\(String(repeating: "-", count: w1))-|-\(String(repeating: "-", count: w2))-|-----|")
+        for r in rows {
+            let met = r.3.map { $0 ? "yes" : "NO" } ?? ""
+            Swift.print("| \(pad(r.0, w0)) | \(pad(r.1, w1)) | \(pad(r.2, w2)) | \(pad(met, 3)) |")
+        }
+    }
+}
+
+/// Progress lines should appear as they happen, even when piped.
+func flushOutput() { fflush(nil) }

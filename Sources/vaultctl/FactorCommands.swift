@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultProtocol
+
+struct Enroll: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Set up an unlock method (fingerprint or pin).")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "fingerprint, pin, or an external factor's name.")
+    var factor: String
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            let r = try s.call("enroll", ["factor": .string(factor)])
+            print(r["label"]?.stringValue ?? "")
+        }
+    }
+}
+
+struct Reenroll: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Set an unlock method up again (a new PIN, fingerprints again).")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "fingerprint, pin, or an external factor's name.")
+    var factor: String
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            let r = try s.call("reenroll", ["factor": .string(factor)])
+            print(r["label"]?.stringValue ?? "")
+        }
+    }
+}
+
+struct Disable: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Turn an unlock method off (its keyslot is destroyed).")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "fingerprint, pin, or an external factor's name.")
+    var factor: String
+    @Flag(name: .shortAndLong, help: "Do not ask for confirmation.")
+    var yes = false
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            if !yes {
+                let question = LocalizedText(
+                    en: "Turn off “\(factor)”? Its keyslot is destroyed; you can set it up again later.",
+                    nb: "Slå av «\(factor)»? Nøkkelsporet slettes; du kan sette det opp igjen senere.")
+                guard case .value(.bool(true)) = s.terminal.answer(Prompt(pid: "local", kind: .confirm, text: question.text(s.language))) else {
+                    s.say(LocalizedText(en: "Nothing was changed.", nb: "Ingenting ble endret."))
+                    throw ExitCode(6)
+                }
+            }
+            let r = try s.call("disable", ["factor": .string(factor), "confirm": true])
+            print(r["label"]?.stringValue ?? "")
+        }
+    }
+}

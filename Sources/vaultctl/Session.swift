@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultProtocol
+
+/// One conversation with vaultd on behalf of a person at a terminal: says
+/// hello in their language, answers prompts from the terminal, and turns every
+/// failure into its sentence and an exit code.
+struct CtlSession {
+    let connection: VaultConnection
+    let language: Language
+    let terminal = Terminal()
+
+    static var language: Language {
+        let env = ProcessInfo.processInfo.environment
+        return Language(locale: env["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LC_MESSAGES"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LANG"])
+    }
+
+    static func open(_ options: CommonOptions) throws -> CtlSession {
+        let language = CtlSession.language
+        do {
+            let c = try VaultConnection(socketPath: options.socket)
+            try c.hello(client: "vaultctl", language: language, interactive: !options.nonInteractive)
+            return CtlSession(connection: c, language: language)
+        } catch {
+            throw Failure(error: error, language: language)
+        }
+    }
+
+    func call(_ op: String, _ fields: [String: JSON] = [:]) throws -> JSON {
+        do {
+            return try connection.call(op, fields) { prompt in terminal.answer(prompt) }
+        } catch {
+            throw Failure(error: error, language: language)
+        }
+    }
+
+    func say(_ text: LocalizedText) { print(text.text(language)) }
+}
+
+/// A failure already explained to the person; carries the exit code.
+struct Failure: Error, CustomStringConvertible {
+    let error: ClientError
+    let language: Language
+
+    var description: String { error.message(language) }
+
+    var exitCode: Int32 {
+        switch error.code {
+        case "not_running": return 3
+        case "locked", "locked_out", "no_match", "enrollment_changed", "factor_unavailable", "not_enrolled": return 4
+        case "no_session", "session_expired": return 5
+        case "cancelled": return 6
+        default: return 1
+        }
+    }
+}
+
+extension ParsableCommand {
+    /// Runs `body`, printing a failure as its sentence on stderr (and as JSON
+    /// on stdout with `--json`), and exits with the failure's code.
+    func guarded(json: Bool = false, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let f as Failure {
+            FileHandle.standardError.write(Data("vaultctl: \(f.description)\n".utf8))
+            if json {
+                var o: [String: JSON] = ["code": .string(f.error.code), "message": .string(f.description)]
+                if case .vault(_, _, let extra) = f.error { o.merge(extra) { a, _ in a } }
+                print(JSON.object(["error": .object(o)]).text)
+            }
+            throw ExitCode(f.exitCode)
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import VaultClient
+import VaultProtocol
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Store an existing session (like oidc-agent's --rt).",
+        discussion: """
+            Secrets are never taken from the command line (other users can read it in ps). \
+            Give them on stdin or in a file: either a JSON object with "refresh_token" and/or \
+            "access_token" (and optionally "expires_at"), or a single line holding a refresh token.
+            """)
+    @OptionGroup var common: CommonOptions
+    @Option(help: "The provider's issuer URL.") var issuer: String
+    @Option(help: "The OAuth client id.") var clientId: String
+    @Option(help: "A name for the account (default: the issuer's host).") var account: String?
+    @Option(help: "Provider profile (bankid, vipps, idporten, generic).") var provider: String?
+    @Option(help: "Display name of the person.") var name: String?
+    @Option(help: "Access token expiry, Unix seconds.") var expiresAt: Int64?
+    @Option(help: "Read the secrets from this file instead of stdin.") var secretsFile: String?
+
+    func run() throws {
+        try guarded {
+            let language = CtlSession.language
+            let data: Data
+            if let secretsFile {
+                guard let d = FileManager.default.contents(atPath: secretsFile) else {
+                    FileHandle.standardError.write(Data("vaultctl: \(LocalizedText(en: "The secrets file could not be read. Check the path and try again.", nb: "Filen med hemmeligheter kunne ikke leses. Sjekk stien og prøv igjen.").text(language))\n".utf8))
+                    throw ExitCode(1)
+                }
+                data = d
+            } else {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            }
+            var fields: [String: JSON] = ["issuer": .string(issuer), "client_id": .string(clientId)]
+            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            if text.hasPrefix("{") {
+                guard let o = (try? JSON.parse(text))?.objectValue else {
+                    FileHandle.standardError.write(Data("vaultctl: \(LocalizedText(en: "The secrets are not valid JSON. Give a JSON object or a single refresh token line.", nb: "Hemmelighetene er ikke gyldig JSON. Gi et JSON-objekt eller én linje med et oppfriskingstoken.").text(language))\n".utf8))
+                    throw ExitCode(1)
+                }
+                for key in ["refresh_token", "access_token", "expires_at"] { if let v = o[key] { fields[key] = v } }
+            } else if !text.isEmpty {
+                fields["refresh_token"] = .string(text)
+            }
+            if let account { fields["account"] = .string(account) }
+            if let provider { fields["provider"] = .string(provider) }
+            if let name { fields["name"] = .string(name) }
+            if let expiresAt { fields["expires_at"] = .int(expiresAt) }
+            let s = try CtlSession.open(common)
+            let r = try s.call("import", fields)
+            let acct = r["account"]?.stringValue ?? "?"
+            s.say(LocalizedText(en: "Stored the session as “\(acct)”.", nb: "Lagret økten som «\(acct)»."))
+        }
+    }
+}
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print an access token for scripts (unlocking first if needed).",
+        discussion: "Like oidc-token or `gh auth token`. With --json, prints the whole released session (never the refresh token).")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+    @Argument(help: "The account (needed when there are several).") var account: String?
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            var fields: [String: JSON] = [:]
+            if let account { fields["account"] = .string(account) }
+            let r = try s.call("session", fields)
+            if read.json { print(r.text) } else { print(r["access_token"]?.stringValue ?? "") }
+        }
+    }
+}
+
+struct Sessions: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List stored sessions (by token hash; no secrets).")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            let r = try s.call("sessions")
+            if read.json { print(r.text); return }
+            let list = r["sessions"]?.arrayValue ?? []
+            if list.isEmpty { s.say(LocalizedText(en: "No sessions.", nb: "Ingen økter.")) }
+            for e in list {
+                let hash = String((e["token_hash"]?.stringValue ?? "").prefix(12))
+                let exp = e["expires_at"]?.intValue.map { isoTime(Double($0)) } ?? "-"
+                print("\(e["account"]?.stringValue ?? "?")\t\(e["provider"]?.stringValue ?? "?")\t\(hash)\t\(exp)")
+            }
+        }
+    }
+}
+
+struct Logout: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Log an account out, or every account with --all.")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "The account to log out.") var account: String?
+    @Flag(help: "Log out everywhere.") var all = false
+
+    func validate() throws {
+        if account == nil && !all { throw ValidationError("Name an account, or use --all.") }
+    }
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            var fields: [String: JSON] = ["all": .bool(all)]
+            if let account { fields["account"] = .string(account) }
+            let r = try s.call("logout", fields)
+            let n = r["revoked"]?.intValue ?? 0
+            s.say(LocalizedText(en: "Logged out (\(n) session\(n == 1 ? "" : "s") removed).", nb: "Logget ut (\(n) økt\(n == 1 ? "" : "er") fjernet)."))
+        }
+    }
+}

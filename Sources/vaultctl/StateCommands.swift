@@ -1,0 +1,123 @@
+import ArgumentParser
+import VaultClient
+import VaultProtocol
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show whether the vault is locked, the accounts, and the unlock methods.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            let r = try s.call("status")
+            if read.json { print(r.text); return }
+            let locked = r["locked"]?.boolValue ?? true
+            s.say(locked ? LocalizedText(en: "Vault: locked", nb: "Hvelv: låst") : LocalizedText(en: "Vault: unlocked", nb: "Hvelv: åpent"))
+            let accounts = r["accounts"]?.arrayValue ?? []
+            if accounts.isEmpty {
+                s.say(LocalizedText(en: "Accounts: none (not logged in)", nb: "Kontoer: ingen (ikke logget inn)"))
+            } else {
+                s.say(LocalizedText(en: "Accounts:", nb: "Kontoer:"))
+                for a in accounts {
+                    print("  \(a["account"]?.stringValue ?? "?") (\(a["provider"]?.stringValue ?? "?")): \(a["name"]?.stringValue ?? "")")
+                }
+            }
+            s.say(LocalizedText(en: "Unlock methods:", nb: "Opplåsingsmåter:"))
+            for f in r["factors"]?.arrayValue ?? [] {
+                print("  \(f["label"]?.stringValue ?? f["factor"]?.stringValue ?? "?")")
+            }
+        }
+    }
+}
+
+struct Factors: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the unlock methods and their state.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            let r = try s.call("factors")
+            if read.json { print(r.text); return }
+            for f in r["factors"]?.arrayValue ?? [] {
+                print("\(f["factor"]?.stringValue ?? "?")\t\(f["state"]?.stringValue ?? "?")\t\(f["label"]?.stringValue ?? "")")
+            }
+        }
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Lock the vault now (the vault key is wiped from memory).")
+    @OptionGroup var common: CommonOptions
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            _ = try s.call("lock")
+            s.say(LocalizedText(en: "The vault is locked.", nb: "Hvelvet er låst."))
+        }
+    }
+}
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Unlock the vault with your fingerprint, PIN, or another method.")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "The method to use (fingerprint, pin, …). Default: the unlock policy's order.")
+    var factor: String?
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            var fields: [String: JSON] = [:]
+            if let factor { fields["factor"] = .string(factor) }
+            _ = try s.call("unlock", fields)
+            s.say(LocalizedText(en: "The vault is unlocked.", nb: "Hvelvet er låst opp."))
+        }
+    }
+}
+
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the security event log, or check that nobody changed it.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+    @Flag(help: "Check the log's MAC chain instead of printing it.")
+    var verify = false
+    @Option(help: "How many entries to show (newest last).")
+    var limit: Int = 200
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            if verify {
+                let r = try s.call("audit", ["verify": true])
+                if read.json { print(r.text) }
+                if r["ok"]?.boolValue == true {
+                    if !read.json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
+                } else {
+                    let seq = r["first_bad"]?.intValue ?? 0
+                    s.say(LocalizedText(en: "The audit log was changed at entry \(seq) or later.",
+                                        nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere."))
+                    throw ExitCode(1)
+                }
+                return
+            }
+            let r = try s.call("audit", ["limit": .int(Int64(limit))])
+            if read.json { print(r.text); return }
+            for e in r["entries"]?.arrayValue ?? [] {
+                let at = e["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0
+                let factor = e["factor"]?.stringValue.map { " \($0)" } ?? ""
+                let exe = e["exe"]?.stringValue.map { " by \($0)" } ?? ""
+                print("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)")
+            }
+        }
+    }
+}
+
+import Foundation
+
+func isoTime(_ t: Double) -> String {
+    let f = ISO8601DateFormatter()
+    return f.string(from: Date(timeIntervalSince1970: t))
+}

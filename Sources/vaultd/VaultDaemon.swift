@@ -1,0 +1,212 @@
+import ArgumentParser
+import CVaultShims
+import Foundation
+import Keyring
+import Logging
+import NIOCore
+import NIOPosix
+import PINFactor
+import ServiceLifecycle
+import VaultCore
+import VaultFactor
+import VaultProtocol
+import VaultServer
+import VaultStore
+
+/// vaultd: the per-user SessionVault daemon. The composition root: the only
+/// place that knows the concrete keyring, store and factor plugins.
+@main
+struct VaultDaemon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vaultd",
+        abstract: "Keeps your login sessions sealed and releases them to your apps after you unlock.",
+        version: SessionVaultVersion.string)
+
+    @Option(help: "Socket path (default: $XDG_RUNTIME_DIR/sessionvault/vault.sock, or SESSIONVAULT_SOCKET).")
+    var socket: String?
+
+    @Option(help: "Data directory (default: $XDG_DATA_HOME/sessionvault, or SESSIONVAULT_DATA_DIR).")
+    var dataDir: String?
+
+    @Option(help: "Config file (default: $XDG_CONFIG_HOME/sessionvault/config.toml, or SESSIONVAULT_CONFIG).")
+    var config: String?
+
+    @Option(help: "Where the device key lives: secret-service (default) or file (a 0600 file; weaker).")
+    var keyring: String?
+
+    @Option(help: "Lock after this many seconds without requests (0 = never; default 900).")
+    var idleTimeout: Int?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.")
+    var logLevel: String?
+
+    mutating func run() async throws {
+        umask(0o077)
+        Hardening.disableCoreDumps()
+        let language = Language(locale: Paths.env("LC_ALL") ?? Paths.env("LC_MESSAGES") ?? Paths.env("LANG"))
+
+        let file: FileConfig
+        do {
+            file = try FileConfig.load(path: config ?? Paths.defaultConfigFile())
+        } catch {
+            Self.fail(Messages.configInvalid, detail: error.detail, language: language, code: 2)
+        }
+        let level = Logger.Level(rawValue: logLevel ?? file.log_level ?? "info") ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        let logger = Logger(label: "vaultd")
+
+        let dataDir = dataDir ?? Paths.env("SESSIONVAULT_DATA_DIR") ?? file.data_dir ?? Paths.defaultDataDir()
+        let socketPath = socket ?? Paths.env("SESSIONVAULT_SOCKET") ?? file.socket ?? Paths.defaultSocket()
+        let keyringKind = keyring ?? file.keyring ?? "secret-service"
+
+        let deviceKeys: any DeviceKeyStore
+        switch keyringKind {
+        case "secret-service": deviceKeys = SecretServiceKeyring()
+        case "file":
+            deviceKeys = FileKeyring(path: dataDir + "/device.key")
+            logger.warning("the device key is kept in a file (--keyring=file): anyone who can read your files can open the vault's outer layer")
+        default:
+            Self.fail(Messages.configInvalid, detail: "keyring must be “secret-service” or “file”", language: language, code: 2)
+        }
+        let deviceKey: SecureBytes
+        let created: Bool
+        do {
+            (deviceKey, created) = try deviceKeys.loadOrCreate()
+        } catch {
+            Self.fail(error.message, detail: "\(error)", language: language, code: 3)
+        }
+        if created { logger.notice("created a new device key", metadata: ["keyring": "\(deviceKeys.kind)"]) }
+
+        let pin = file.pin
+        let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? 5, firstDelay: pin?.first_delay ?? 30,
+                                      maxDelay: pin?.max_delay ?? 86_400)
+        let factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
+        var cost = PasswordHash.Cost.interactive
+        if let mib = pin?.argon_memory_mib { cost.memLimit = mib * 1024 * 1024 }
+        if let ops = pin?.argon_ops { cost.opsLimit = UInt64(max(1, ops)) }
+        let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
+                                      promptTimeout: file.prompt_timeout ?? 120)
+
+        let storePath = dataDir + "/vault.sqlite"
+        let vault = Self.openVault(storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors,
+                                   config: vaultConfig, logger: logger, language: language)
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = VaultServer(vault: vault, socketPath: socketPath, group: group, logger: logger,
+                                 promptTimeout: vaultConfig.promptTimeout)
+        let listener: any Channel
+        do {
+            listener = try await server.start()
+        } catch {
+            Self.fail(error.message, detail: "\(error)", language: language, code: 5)
+        }
+        let services: [any Service] = [
+            ListenerService(channel: listener, vault: vault, socketPath: socketPath),
+            IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
+        ]
+        let group2 = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        let locked = await vault.isLocked
+        logger.notice("vaultd ready", metadata: ["socket": "\(socketPath)", "locked": "\(locked)"])
+        try await group2.run()
+        try? await group.shutdownGracefully()
+        logger.notice("vaultd stopped; the vault key was wiped")
+    }
+
+    /// Opens the vault. When the keyring had lost its device key (a new one was
+    /// just made) the old store can never open again: it is moved aside, not
+    /// deleted, and a fresh vault starts, so the person goes straight to login.
+    static func openVault(storePath: String, deviceKey: SecureBytes, deviceKeyIsNew: Bool, factors: [any UnlockFactor],
+                          config: VaultConfig, logger: Logger, language: Language) -> Vault {
+        for round in 0..<2 {
+            let store: VaultStore
+            do {
+                store = try VaultStore(path: storePath)
+            } catch {
+                let message: LocalizedText
+                if case .tooNew = error { message = Messages.storeTooNew } else { message = Messages.storeUnreadable }
+                fail(message, detail: "\(error)", language: language, code: 4)
+            }
+            do {
+                return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger)
+            } catch {
+                if case .deviceKeyMismatch = error, deviceKeyIsNew, round == 0 {
+                    let stamp = Int(Date().timeIntervalSince1970)
+                    for suffix in ["", "-wal", "-shm"] {
+                        let from = storePath + suffix
+                        if FileManager.default.fileExists(atPath: from) {
+                            try? FileManager.default.moveItem(atPath: from, toPath: "\(storePath).orphaned-\(stamp)\(suffix)")
+                        }
+                    }
+                    logger.warning("the keyring's device key was new, so the old vault cannot be opened; it was moved aside and a new vault started",
+                                   metadata: ["moved_to": "\(storePath).orphaned-\(stamp)"])
+                    continue
+                }
+                fail(error.message, detail: "\(error)", language: language, code: 4)
+            }
+        }
+        fail(Messages.storeUnreadable, detail: "could not start a fresh vault", language: language, code: 4)
+    }
+
+    /// Prints the sentence (and a detail for whoever reads logs) and exits.
+    static func fail(_ message: LocalizedText, detail: String, language: Language, code: Int32) -> Never {
+        FileHandle.standardError.write(Data("vaultd: \(message.text(language))\n".utf8))
+        FileHandle.standardError.write(Data("vaultd: (detail: \(detail))\n".utf8))
+        Foundation.exit(code)
+    }
+}
+
+/// Keeps the listener open until shutdown; on shutdown closes it and wipes the vault key.
+struct ListenerService: Service {
+    let channel: any Channel
+    let vault: Vault
+    let socketPath: String
+
+    func run() async throws {
+        let channel = self.channel
+        try await withGracefulShutdownHandler {
+            try await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+        await vault.lock(reason: "shutdown")
+        unlink(socketPath)
+    }
+}
+
+/// Locks the vault after the configured idle time.
+struct IdleLockService: Service {
+    let vault: Vault
+    let idleTimeout: Int
+
+    func run() async throws {
+        guard idleTimeout > 0 else {
+            try? await gracefulShutdown()
+            return
+        }
+        let tick = Duration.seconds(max(1, min(idleTimeout / 10, 5)))
+        while !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: tick) }
+            } catch {
+                return
+            }
+            await vault.lockIfIdle()
+        }
+    }
+}
+
+enum Hardening {
+    /// A core dump of vaultd would hold the vault key: forbid them.
+    static func disableCoreDumps() {
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+        _ = sv_set_not_dumpable()
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import Synchronization
+import VaultCore
+import VaultFactor
+import VaultStore
+
+/// A conversation that answers from a script and records everything shown.
+final class ScriptedClient: ClientConversation, Sendable {
+    let language: Language = .en
+    let isInteractive: Bool
+    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app")
+    private let state: Mutex<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
+
+    init(secrets: [String?] = [], confirms: [Bool] = [], interactive: Bool = true) {
+        self.isInteractive = interactive
+        state = Mutex((secrets, confirms, [], 0))
+    }
+
+    var shown: [String] { state.withLock { $0.shown } }
+    var asked: Int { state.withLock { $0.asked } }
+
+    func show(_ message: LocalizedText) async { state.withLock { $0.shown.append(message.en) } }
+    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
+        guard isInteractive else { throw .notInteractive }
+        let next: String? = state.withLock { s in
+            s.asked += 1
+            return s.secrets.isEmpty ? nil : s.secrets.removeFirst()
+        }
+        guard let next else { throw .cancelled }
+        do { return try SecureBytes.utf8(next) } catch { throw .cancelled }
+    }
+    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        guard isInteractive else { throw .notInteractive }
+        return state.withLock { s in s.confirms.isEmpty ? false : s.confirms.removeFirst() }
+    }
+}
+
+/// A presence-only factor (shaped like the fingerprint) whose outcome and
+/// enrollment state the test controls.
+final class FakePresenceFactor: UnlockFactor, Sendable {
+    enum Outcome: Sendable { case present, fail(FactorError) }
+    private let state = Mutex<(enrollment: [UInt8], outcome: Outcome, verifies: Int, available: Bool)>(([1, 2, 3], .present, 0, true))
+    let descriptor = FactorDescriptor(id: "fake", displayName: LocalizedText(en: "Fake", nb: "Falsk"),
+                                      rank: 10, contribution: .presenceOnly)
+
+    var enrollment: [UInt8] {
+        get { state.withLock { $0.enrollment } }
+        set { state.withLock { $0.enrollment = newValue } }
+    }
+    var outcome: Outcome {
+        get { state.withLock { $0.outcome } }
+        set { state.withLock { $0.outcome = newValue } }
+    }
+    var available: Bool {
+        get { state.withLock { $0.available } }
+        set { state.withLock { $0.available = newValue } }
+    }
+    var verifies: Int { state.withLock { $0.verifies } }
+
+    func probe() async -> FactorPresence {
+        available ? .available : .unavailable(LocalizedText(en: "Fake reader not found", nb: "Fant ikke falsk leser"))
+    }
+    func enroll(_ conversation: any FactorConversation) async throws(FactorError) -> FactorProof {
+        FactorProof(enrollmentState: enrollment)
+    }
+    func verify(_ conversation: any FactorConversation, slot: EnrolledSlot) async throws(FactorError) -> FactorProof {
+        let (outcome, enrollment) = state.withLock { s in
+            s.verifies += 1
+            return (s.outcome, s.enrollment)
+        }
+        // A slow sensor: lets concurrent requests pile up behind one unlock.
+        try? await Task.sleep(for: .milliseconds(50))
+        if case .fail(let e) = outcome { throw e }
+        return FactorProof(enrollmentState: enrollment)
+    }
+}
+
+struct Fixture {
+    let dir: String
+    let store: VaultStore
+    let deviceKey: SecureBytes
+    static let logger: Logger = {
+        var l = Logger(label: "test")
+        l.logLevel = .critical
+        return l
+    }()
+
+    init() throws {
+        dir = NSTemporaryDirectory() + "vaultcore-\(UUID().uuidString)"
+        store = try VaultStore(path: dir + "/vault.sqlite")
+        deviceKey = try SecureBytes.random(count: 32)
+    }
+
+    func vault(_ factors: [any UnlockFactor], config: VaultConfig = VaultConfig(idleTimeout: 0)) throws -> Vault {
+        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger)
+    }
+
+    /// A second vault on the same files, as after a restart.
+    func reopened(_ factors: [any UnlockFactor]) throws -> Vault {
+        let store2 = try VaultStore(path: dir + "/vault.sqlite")
+        return try Vault(store: store2, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Fixture.logger)
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: dir) }
+}
+
+func importRequest(account: String, token: String) -> ImportRequest {
+    ImportRequest(issuer: "https://login.example.org", clientID: "app", account: account, name: "Kari Nordmann",
+                  refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)
+}

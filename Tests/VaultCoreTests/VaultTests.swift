@@ -1,0 +1,284 @@
+import XCTest
+@testable import VaultCore
+import PINFactor
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+final class VaultTests: XCTestCase {
+    var fx: Fixture!
+    let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
+
+    override func setUpWithError() throws { fx = try Fixture() }
+    override func tearDown() { fx.cleanup() }
+
+    func code(_ body: () async throws -> Void) async -> ErrorCode? {
+        do { try await body(); return nil } catch let f as VaultFailure { return f.code } catch { return .internal }
+    }
+
+    func testFreshVaultIsOpenedByTheDeviceKeyAlone() async throws {
+        let vault = try fx.vault([pin])
+        let locked = await vault.isLocked
+        XCTAssertFalse(locked)
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        let again = try fx.reopened([pin])
+        let lockedAfterRestart = await again.isLocked
+        XCTAssertFalse(lockedAfterRestart, "no factor enrolled: the device slot opens the vault at start")
+        let s = try await again.release(account: nil, conversation: SilentConversation())
+        XCTAssertEqual(s.accessToken, "at-T1")
+        XCTAssertNil(s.json["refresh_token"], "never the refresh token")
+    }
+
+    func testEnrollingPINReplacesTheDeviceSlotAndLocksAfterRestart() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        let status = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        XCTAssertEqual(status.state, .enabled)
+        XCTAssertEqual(status.label.en, "PIN enabled")
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"])
+
+        let restarted = try fx.reopened([pin])
+        let locked = await restarted.isLocked
+        XCTAssertTrue(locked)
+        do {
+            _ = try await restarted.release(account: nil, conversation: SilentConversation())
+            XCTFail("expected locked")
+        } catch {
+            XCTAssertEqual(error.code, .locked)
+            XCTAssertEqual(error.extra["factors"], ["pin"])
+        }
+        let s = try await restarted.release(account: nil, conversation: ScriptedClient(secrets: ["482915"]))
+        XCTAssertEqual(s.accessToken, "at-T1")
+    }
+
+    func testWrongPINCountsThenLocksOutAndSurvivesRestart() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        let client = ScriptedClient(secrets: ["000001", "000002"])
+        do {
+            try await vault.unlock(factor: nil, conversation: client)
+            XCTFail("expected lockout")
+        } catch {
+            XCTAssertEqual(error.code, .lockedOut)
+            XCTAssertEqual(error.extra["retry_after"], 30)
+        }
+        XCTAssertTrue(client.shown.contains { $0.contains("1 try left") }, "\(client.shown)")
+        XCTAssertEqual(try fx.store.failureCounter(factor: "pin").failures, 2)
+
+        // The lockout is on disk: a restarted vault refuses even the right PIN without asking.
+        let restarted = try fx.reopened([pin])
+        let right = ScriptedClient(secrets: ["482915"])
+        let c = await code { try await restarted.unlock(factor: nil, conversation: right) }
+        XCTAssertEqual(c, .lockedOut)
+        XCTAssertEqual(right.asked, 0, "no PIN is asked while locked out")
+        let statuses = await restarted.factorStatuses()
+        XCTAssertEqual(statuses.first?.state, .lockedOut)
+        XCTAssertTrue(statuses.first?.label.en.hasPrefix("PIN locked — try again in") ?? false)
+
+        // After the wait, the right PIN works and resets the counter.
+        var counter = try fx.store.failureCounter(factor: "pin")
+        counter.lockedUntil = 0
+        try fx.store.setFailureCounter(counter)
+        try await restarted.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
+        XCTAssertEqual(try fx.store.failureCounter(factor: "pin").failures, 0)
+    }
+
+    func testEveryFactorHasItsOwnSlotOpeningTheSameVaultKey() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake, pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["pin", "fake"])
+
+        let viaFake = try fx.reopened([fake, pin])
+        let s1 = try await viaFake.release(account: "a", conversation: ScriptedClient())
+        let viaPIN = try fx.reopened([fake, pin])
+        let s2 = try await viaPIN.release(account: "a", conversation: ScriptedClient(secrets: ["482915"]))
+        XCTAssertEqual(s1.accessToken, "at-T1")
+        XCTAssertEqual(s2.accessToken, "at-T1")
+    }
+
+    func testPolicyOrderAndFallbackOnFailure() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([pin, fake])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        // The presence factor ranks first; when it is cancelled the PIN is asked next.
+        fake.outcome = .fail(.cancelled)
+        let client = ScriptedClient(secrets: ["482915"])
+        try await vault.unlock(factor: nil, conversation: client)
+        XCTAssertEqual(fake.verifies, 1)
+        XCTAssertEqual(client.asked, 1)
+        // Unavailable hardware is skipped without asking it.
+        await vault.lock(reason: "test")
+        fake.available = false
+        try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
+        XCTAssertEqual(fake.verifies, 1)
+    }
+
+    func testChangedEnrollmentRemovesTheStaleSlotAndMovesOn() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake, pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        fake.enrollment = [1, 2, 3, 4]   // a finger was added
+        let client = ScriptedClient(secrets: ["482915"])
+        try await vault.unlock(factor: nil, conversation: client)
+        XCTAssertTrue(client.shown.contains { $0.contains("fingerprints on this computer have changed") })
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"], "the stale slot is gone from the store")
+        let events = try vault.audit.entries().map(\.event)
+        XCTAssertTrue(events.contains("enrollment_changed"))
+    }
+
+    func testTamperedKeyslotNeverOpens() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake])
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        var slot = try XCTUnwrap(try fx.store.keyslots().first)
+        for position in [0, 30, slot.sealedKey.count - 1] {
+            var tampered = slot
+            tampered.sealedKey[position] ^= 0x01
+            try fx.store.updateKeyslots(put: [tampered], delete: [])
+            let reopened = try fx.reopened([fake])
+            let c = await code { try await reopened.unlock(factor: nil, conversation: ScriptedClient()) }
+            XCTAssertEqual(c, .enrollmentChanged, "byte \(position)")
+            try fx.store.updateKeyslots(put: [slot], delete: [])
+        }
+        // Editing the public binding also breaks the slot.
+        slot.binding = #"{"subject":"someone-else"}"#
+        try fx.store.updateKeyslots(put: [slot], delete: [])
+        let reopened = try fx.reopened([fake])
+        let c = await code { try await reopened.unlock(factor: nil, conversation: ScriptedClient()) }
+        XCTAssertEqual(c, .enrollmentChanged)
+    }
+
+    func testDisablingTheLastFactorBringsBackTheDeviceSlot() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        // Declining the confirmation changes nothing.
+        let declined = await code { _ = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(confirms: [false])) }
+        XCTAssertEqual(declined, .cancelled)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"])
+        let status = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(confirms: [true]))
+        XCTAssertEqual(status.state, .notEnrolled)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["device"])
+        let reopened = try fx.reopened([pin])
+        let s = try await reopened.release(account: nil, conversation: SilentConversation())
+        XCTAssertEqual(s.accessToken, "at-T1", "sessions stay reachable")
+    }
+
+    func testDisableNeedsConfirmationFromANonInteractiveClient() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        let c = await code { _ = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(interactive: false)) }
+        XCTAssertEqual(c, .badRequest)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"])
+    }
+
+    func testWrongDeviceKeyIsRefused() async throws {
+        _ = try fx.vault([pin])
+        XCTAssertThrowsError(try Vault(store: fx.store, deviceKey: try SecureBytes.random(count: 32), factors: [pin],
+                                       config: VaultConfig(), logger: Fixture.logger)) {
+            guard case .deviceKeyMismatch = $0 as? VaultStartupError else { return XCTFail("\($0)") }
+        }
+    }
+
+    func testSwappedSessionRecordsDoNotOpen() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "AAA"), conversation: ScriptedClient())
+        _ = try await vault.importSession(importRequest(account: "b", token: "BBB"), conversation: ScriptedClient())
+        var rows = try fx.store.sessions()
+        XCTAssertEqual(rows.count, 2)
+        let secretA = rows[0].sealedSecret
+        rows[0].sealedSecret = rows[1].sealedSecret
+        rows[1].sealedSecret = secretA
+        for r in rows { try fx.store.putSession(r) }
+        let reopened = try fx.reopened([pin])
+        for account in ["a", "b"] {
+            let c = await code { _ = try await reopened.release(account: account, conversation: SilentConversation()) }
+            XCTAssertEqual(c, .internal, "a record moved to another row must not open there")
+        }
+    }
+
+    func testAccountSelection() async throws {
+        let vault = try fx.vault([pin])
+        let none = await code { _ = try await vault.release(account: nil, conversation: SilentConversation()) }
+        XCTAssertEqual(none, .noSession)
+        _ = try await vault.importSession(importRequest(account: "a", token: "A"), conversation: ScriptedClient())
+        _ = try await vault.importSession(importRequest(account: "b", token: "B"), conversation: ScriptedClient())
+        let ambiguous = await code { _ = try await vault.release(account: nil, conversation: SilentConversation()) }
+        XCTAssertEqual(ambiguous, .badRequest)
+        let b = try await vault.release(account: "b", conversation: SilentConversation())
+        XCTAssertEqual(b.accessToken, "at-B")
+        let missing = await code { _ = try await vault.release(account: "zzz", conversation: SilentConversation()) }
+        XCTAssertEqual(missing, .noSession)
+    }
+
+    func testExpiredAccessTokenWithoutRefreshIsSessionExpired() async throws {
+        let vault = try fx.vault([pin])
+        var r = importRequest(account: "a", token: "A")
+        r.accessExpiresAt = 1_000
+        _ = try await vault.importSession(r, conversation: ScriptedClient())
+        let c = await code { _ = try await vault.release(account: "a", conversation: SilentConversation()) }
+        XCTAssertEqual(c, .sessionExpired)
+    }
+
+    func testLogoutWorksWhileLockedAndIsImmediate() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "A"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        let n = try await vault.logout(account: nil, all: true, requester: .inProcess)
+        XCTAssertEqual(n, 1)
+        XCTAssertEqual(try fx.store.sessions().count, 0)
+        let c = await code { _ = try await vault.release(account: nil, conversation: ScriptedClient(secrets: ["482915"])) }
+        XCTAssertEqual(c, .noSession)
+    }
+
+    func testConcurrentRequestsShareOneUnlock() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake])
+        _ = try await vault.importSession(importRequest(account: "a", token: "A"), conversation: ScriptedClient())
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<10 {
+                group.addTask { try await vault.release(account: nil, conversation: ScriptedClient()).accessToken }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        XCTAssertEqual(tokens, Array(repeating: "at-A", count: 10))
+        XCTAssertEqual(fake.verifies, 1, "one prompt, not ten")
+    }
+
+    func testIdleLock() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake], config: VaultConfig(idleTimeout: 1))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lockIfIdle()
+        var locked = await vault.isLocked
+        XCTAssertFalse(locked, "not idle yet")
+        try await Task.sleep(for: .milliseconds(1100))
+        await vault.lockIfIdle()
+        locked = await vault.isLocked
+        XCTAssertTrue(locked)
+    }
+
+    func testAuditChainRecordsAndDetectsEdits() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        _ = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["000001", nil])) }
+        try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
+        let entries = try vault.audit.entries()
+        XCTAssertEqual(entries.map(\.event), ["enroll", "lock", "unlock", "unlock", "unlock"])
+        XCTAssertEqual(entries.map(\.outcome), ["ok", "ok", "failed", "cancelled", "ok"])
+        XCTAssertNil(try vault.audit.verify())
+        for e in entries { XCTAssertFalse(e.detail.contains("482915") || e.detail.contains("000001")) }
+    }
+}

@@ -1,0 +1,273 @@
+"""SessionVault client: talk to the per-user ``vaultd`` over its Unix socket.
+
+Standard library only. One JSON object per line (protocol version 1, see
+PROTOCOL.md). Several requests may be in flight on one connection; answers are
+matched by ``id``. A ``VaultClient`` is not thread-safe: use one per thread.
+
+Usage (an app asking for its session)::
+
+    from sessionvault import VaultClient, VaultError
+
+    try:
+        with VaultClient() as vault:
+            vault.hello("my-app", lang="en")
+            s = vault.session()
+        print("Hello,", s["claims"]["name"])   # s["access_token"] for your API
+    except VaultError as e:
+        print(e.message)   # e.g. locked: "The vault is locked. ..."
+        # e.code == "locked"; e.extra["factors"] lists what unlocks it
+"""
+
+import itertools
+import json
+import os
+import socket
+
+__all__ = ["VaultClient", "VaultError", "VaultConnectionError", "default_socket_path", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+
+
+class VaultError(Exception):
+    """A failure reported by vaultd: switch on ``code``, show ``message``."""
+
+    def __init__(self, code, message, extra=None, id=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = dict(extra or {})
+        self.id = id
+
+    def __repr__(self):
+        return "VaultError(%r, %r, %r)" % (self.code, self.message, self.extra)
+
+
+class VaultConnectionError(VaultError):
+    """vaultd could not be reached, or the connection broke (code ``unavailable``)."""
+
+    def __init__(self, message):
+        super().__init__("unavailable", message)
+
+
+def default_socket_path():
+    """$SESSIONVAULT_SOCKET, else $XDG_RUNTIME_DIR/sessionvault/vault.sock, else /tmp/sessionvault-UID/vault.sock."""
+    path = os.environ.get("SESSIONVAULT_SOCKET")
+    if path:
+        return path
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return os.path.join(runtime, "sessionvault", "vault.sock")
+    return "/tmp/sessionvault-%d/vault.sock" % os.getuid()
+
+
+class VaultClient:
+    """One connection to vaultd.
+
+    ``on_prompt(prompt)`` is called for prompt events (after ``hello`` with
+    ``interactive=True``). ``prompt`` is the dict with ``pid``, ``kind``
+    (secret, confirm, message, open_url, choice), ``text``, and any extras.
+    Return the answer, or None to cancel. ``message`` prompts need no answer
+    (the return value is ignored). Without ``on_prompt`` every question is cancelled.
+
+    ``timeout`` bounds each wait for data from vaultd (seconds, None = forever).
+    """
+
+    def __init__(self, socket_path=None, on_prompt=None, timeout=150.0, connect=True):
+        self.socket_path = socket_path or default_socket_path()
+        self.on_prompt = on_prompt
+        self.timeout = timeout
+        self.server = None
+        self._sock = None
+        self._buffer = bytearray()
+        self._ids = itertools.count(1)
+        self._responses = {}  # id -> [response, ...] not yet collected
+        self._answer_ids = set()  # ids of our own `answer` requests (their ok replies are dropped)
+        self._closed = False
+        if connect:
+            self.connect()
+
+    # -- connection -------------------------------------------------------
+
+    def connect(self):
+        """Open the socket (done by the constructor unless ``connect=False``)."""
+        if self._sock is not None:
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError as e:
+            sock.close()
+            raise VaultConnectionError(
+                "Could not reach SessionVault at %s (%s). Is vaultd running?" % (self.socket_path, e.strerror or e)
+            ) from None
+        self._sock = sock
+        self._closed = False
+
+    def close(self):
+        """Close the connection. Open questions on the server count as cancelled."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def fileno(self):
+        return self._sock.fileno() if self._sock else -1
+
+    # -- requests ---------------------------------------------------------
+
+    def hello(self, client, lang="en", interactive=False):
+        """Introduce the client; settles language and interactivity for this connection."""
+        result = self.call("hello", version=PROTOCOL_VERSION, client=client, lang=lang, interactive=bool(interactive))
+        self.server = result
+        return result
+
+    def call(self, op, **fields):
+        """Send one request and wait for its answer: the ``result`` dict, or raises VaultError."""
+        return self.wait(self.send(op, **fields))
+
+    def send(self, op, **fields):
+        """Send a request without waiting; returns its id (for ``wait``)."""
+        if "id" in fields:
+            raise ValueError("the id is chosen by the client library")
+        request_id = next(self._ids)
+        message = {"id": request_id, "op": op}
+        message.update(fields)
+        self.send_line(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        return request_id
+
+    def wait(self, request_id):
+        """Wait for the answer to ``request_id``; returns its result or raises VaultError."""
+        response = self._next_for(request_id)
+        return self._unwrap(response)
+
+    def response(self, request_id):
+        """Wait for the raw response dict for ``request_id`` (``ok``, ``result`` or ``error``)."""
+        return self._next_for(request_id)
+
+    # -- convenience ------------------------------------------------------
+
+    def status(self):
+        """Lock state, accounts and unlock methods."""
+        return self.call("status")
+
+    def session(self, account=None):
+        """The session for an app: access token, expiry, claims (never a refresh token)."""
+        return self.call("session", **({"account": account} if account is not None else {}))
+
+    def lock(self):
+        """Lock the vault now."""
+        return self.call("lock")
+
+    def unlock(self, factor=None):
+        """Unlock with ``factor`` (e.g. "pin"), or the next method in policy order."""
+        return self.call("unlock", **({"factor": factor} if factor is not None else {}))
+
+    def factors(self):
+        """List of unlock methods with ``factor``, ``state`` and ``label``."""
+        return self.call("factors")["factors"]
+
+    def logout(self, account=None, all=False):
+        """Log one account out, or every account with ``all=True``; returns the result with ``revoked``."""
+        fields = {}
+        if account is not None:
+            fields["account"] = account
+        if all:
+            fields["all"] = True
+        return self.call("logout", **fields)
+
+    # -- low level ----------------------------------------------------------
+
+    def send_line(self, line):
+        """Write one raw line (str or bytes; the newline is added)."""
+        if self._sock is None:
+            raise VaultConnectionError("Not connected to SessionVault.")
+        data = line.encode("utf-8") if isinstance(line, str) else bytes(line)
+        try:
+            self._sock.sendall(data + b"\n")
+        except OSError as e:
+            raise VaultConnectionError("The connection to SessionVault broke (%s)." % (e.strerror or e)) from None
+
+    def receive(self):
+        """Read the next frame from vaultd (a dict), without any matching or prompt handling."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                if not line.strip():
+                    continue
+                try:
+                    return json.loads(line.decode("utf-8"))
+                except ValueError:
+                    raise VaultConnectionError("SessionVault sent something that is not JSON.") from None
+            if self._closed or self._sock is None:
+                raise VaultConnectionError("The connection to SessionVault was closed.")
+            try:
+                chunk = self._sock.recv(65_536)
+            except socket.timeout:
+                raise VaultConnectionError("SessionVault did not answer in time.") from None
+            except OSError as e:
+                self._closed = True
+                raise VaultConnectionError("The connection to SessionVault broke (%s)." % (e.strerror or e)) from None
+            if not chunk:
+                self._closed = True
+                raise VaultConnectionError("The connection to SessionVault was closed.")
+            self._buffer.extend(chunk)
+
+    def _next_for(self, request_id):
+        while True:
+            queued = self._responses.get(request_id)
+            if queued:
+                response = queued.pop(0)
+                if not queued:
+                    del self._responses[request_id]
+                return response
+            frame = self.receive()
+            if not isinstance(frame, dict):
+                continue
+            if frame.get("event") == "prompt":
+                self._handle_prompt(frame.get("prompt") or {})
+                continue
+            frame_id = frame.get("id")
+            if frame_id is not None and frame_id in self._answer_ids:
+                self._answer_ids.discard(frame_id)
+                if frame.get("ok") is not True:
+                    # vaultd refused our answer (e.g. the question timed out): say so
+                    # now instead of waiting for a request that cannot finish.
+                    self._unwrap(frame)
+                continue
+            # JSON ids are integers or strings; kept as such (1 and "1" differ).
+            self._responses.setdefault(frame_id, []).append(frame)
+
+    def _handle_prompt(self, prompt):
+        kind = prompt.get("kind")
+        value = self.on_prompt(prompt) if self.on_prompt else None
+        if kind == "message":
+            return
+        pid = prompt.get("pid")
+        answer_id = next(self._ids)
+        self._answer_ids.add(answer_id)
+        message = {"id": answer_id, "op": "answer", "pid": pid}
+        if value is None:
+            message["cancel"] = True
+        else:
+            message["value"] = value
+        self.send_line(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+
+    @staticmethod
+    def _unwrap(response):
+        if response.get("ok") is True:
+            return response.get("result") or {}
+        error = dict(response.get("error") or {})
+        code = error.pop("code", "internal")
+        message = error.pop("message", "")
+        raise VaultError(code, message, error, id=response.get("id"))
