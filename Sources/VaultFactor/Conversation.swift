@@ -12,4 +12,14 @@ public protocol FactorConversation: Sendable {
     func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes
     /// Asks a yes/no question.
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool
+    /// Asks the client to open a URL in the system browser (an `open_url`
+    /// prompt). Does not wait: the answer arrives elsewhere (a loopback redirect).
+    func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError)
+}
+
+extension FactorConversation {
+    /// For conversations that have no browser to offer: show the address as text.
+    public func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
+        await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
+    }
 }

@@ -1,0 +1,81 @@
+/// The plugin interface for identity providers (BankID, Vipps, ID-porten, any
+/// OpenID Connect issuer). A provider logs a person in and keeps tokens fresh;
+/// the vault decides what a verified login opens (a keyslot bound to the
+/// identity) and stores the session. Providers never see vault keys.
+public protocol IdentityProvider: Sendable {
+    /// Profile id on the wire and the command line: "bankid", "vipps", "idporten", or a configured name.
+    var id: String { get }
+    /// "BankID", "Vipps", "ID-porten": for messages and choices.
+    var displayName: String { get }
+    /// Vipps issues no refresh tokens: its session ends with the access token.
+    var issuesRefreshTokens: Bool { get }
+
+    /// A full interactive login: sends the authorization URL through
+    /// `conversation.openURL`, waits for the loopback redirect, exchanges the
+    /// code, and verifies everything (ID token, nonce, state, iss, userinfo).
+    /// Errors are the normalised ones (`cancelled`, `login_failed`,
+    /// `provider_unavailable`, `timeout`, `state_mismatch`, `token_invalid`, …)
+    /// with the provider's sentence; after any error nothing is pending.
+    func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin
+
+    /// Uses a refresh token. `invalid_grant` → `session_expired`. A rotated
+    /// refresh token comes back in the grant; the caller stores it before
+    /// anyone sees the new access token.
+    func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant
+
+    /// RFC 7009 revocation when the provider advertises it. Best effort:
+    /// returns true when the provider confirmed, false otherwise.
+    func revoke(token: String, isRefreshToken: Bool) async -> Bool
+}
+
+/// A login the provider verified.
+public struct VerifiedLogin: Sendable {
+    public var provider: String
+    public var providerName: String
+    public var issuer: String
+    public var clientID: String
+    /// The *stable* subject (BankID's `bankid_altsub`, Vipps' `sub`, ID-porten's `pid`).
+    public var subject: String
+    public var name: String
+    /// Claims an app may see (organization, roles, …). Never the national ID.
+    public var claims: [String: JSON]
+    /// The national identity number when the provider gave one (Vipps `nin`
+    /// from userinfo, BankID `nnin_altsub`, ID-porten `pid`), in secure memory.
+    /// Used for member sync only; never logged, never stored in clear.
+    public var nationalID: SecureBytes?
+    /// The authentication context class, e.g. `urn:bankid:bid;LOA=4`.
+    public var acr: String?
+    public var tokens: TokenGrant
+
+    public init(provider: String, providerName: String, issuer: String, clientID: String, subject: String, name: String,
+                claims: [String: JSON], nationalID: SecureBytes?, acr: String?, tokens: TokenGrant) {
+        self.provider = provider
+        self.providerName = providerName
+        self.issuer = issuer
+        self.clientID = clientID
+        self.subject = subject
+        self.name = name
+        self.claims = claims
+        self.nationalID = nationalID
+        self.acr = acr
+        self.tokens = tokens
+    }
+}
+
+/// Tokens from a token endpoint.
+public struct TokenGrant: Sendable, Equatable {
+    public var accessToken: String
+    /// Unix seconds.
+    public var accessExpiresAt: Int64?
+    public var refreshToken: String?
+    public var refreshExpiresAt: Int64?
+    public var idToken: String?
+
+    public init(accessToken: String, accessExpiresAt: Int64?, refreshToken: String?, refreshExpiresAt: Int64? = nil, idToken: String? = nil) {
+        self.accessToken = accessToken
+        self.accessExpiresAt = accessExpiresAt
+        self.refreshToken = refreshToken
+        self.refreshExpiresAt = refreshExpiresAt
+        self.idToken = idToken
+    }
+}

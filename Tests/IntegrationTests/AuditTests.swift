@@ -1,0 +1,100 @@
+import Foundation
+import VaultProtocol
+import XCTest
+
+/// The audit log records security events without secrets, and its MAC chain
+/// shows tampering done behind vaultd's back.
+final class AuditTests: VaultdTestCase {
+    func testAuditListsEventsAndDetectsTampering() throws {
+        let v = try startVaultd()
+        let token = "at-audit-\(UUID().uuidString)"
+        try importSession(v, account: "audited", accessToken: token, refreshToken: "rt-audit-secret")
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let wrong = v.vaultctl(["unlock", "pin"], stdin: "000000\n")
+        XCTAssertNotEqual(wrong.exit, 0, wrong.err)
+        let right = v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n")
+        XCTAssertEqual(right.exit, 0, right.err)
+        XCTAssertTrue(right.out.contains("The vault is unlocked."), right.out)
+
+        let listing = v.vaultctl(["audit", "--json"])
+        XCTAssertEqual(listing.exit, 0, listing.err)
+        let parsed = try JSON.parse(listing.out.trimmingCharacters(in: .whitespacesAndNewlines))
+        let entries = try XCTUnwrap(parsed["entries"]?.arrayValue, listing.out)
+        func has(_ event: String, _ outcome: String, factor: String? = nil) -> Bool {
+            entries.contains { e in
+                e["event"]?.stringValue == event && e["outcome"]?.stringValue == outcome
+                    && (factor == nil || e["factor"]?.stringValue == factor)
+            }
+        }
+        XCTAssertTrue(has("import", "ok"), listing.out)
+        XCTAssertTrue(has("enroll", "ok", factor: "pin"), listing.out)
+        XCTAssertTrue(has("lock", "ok"), listing.out)
+        XCTAssertTrue(has("unlock", "failed", factor: "pin"), listing.out)
+        XCTAssertTrue(has("unlock", "ok", factor: "pin"), listing.out)
+        // Ordered as they happened.
+        let order = entries.compactMap { e -> String? in
+            guard let ev = e["event"]?.stringValue, let out = e["outcome"]?.stringValue else { return nil }
+            return "\(ev):\(out)"
+        }
+        let wanted = ["enroll:ok", "lock:ok", "unlock:failed", "unlock:ok"]
+        var idx = order.startIndex
+        for w in wanted {
+            guard let found = order[idx...].firstIndex(of: w) else { XCTFail("\(w) missing or out of order in \(order)"); break }
+            idx = found + 1
+        }
+        // The requesting process is recorded.
+        let unlockOK = entries.last { $0["event"] == "unlock" && $0["outcome"] == "ok" }
+        XCTAssertTrue(unlockOK?["exe"]?.stringValue?.hasSuffix("vaultctl") == true, unlockOK?.text ?? "")
+        XCTAssertNotNil(unlockOK?["pid"]?.intValue)
+        // No secrets.
+        for secret in [Self.pin, "000000", token, "rt-audit-secret"] {
+            XCTAssertFalse(listing.out.contains(secret), "the audit listing holds a secret")
+        }
+        let human = v.vaultctl(["audit"])
+        XCTAssertEqual(human.exit, 0)
+        XCTAssertTrue(human.out.contains("unlock pin"), human.out)
+
+        let verify = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(verify.exit, 0, verify.err)
+        XCTAssertTrue(verify.out.contains("The audit log is intact."), verify.out)
+
+        // Tamper with one row while vaultd is stopped.
+        let failedSeq = try XCTUnwrap(entries.first { $0["event"] == "unlock" && $0["outcome"] == "failed" }?["seq"]?.intValue)
+        XCTAssertEqual(v.stop()?.exit, 0)
+        // SQLite itself refuses updates (append-only trigger)...
+        let refused = try sqlite3(v.storePath, "UPDATE audit SET detail = '{\"failures\":0}' WHERE seq = \(failedSeq);")
+        XCTAssertNotEqual(refused.exit, 0, "the append-only trigger did not stop an UPDATE")
+        XCTAssertTrue(refused.err.contains("append-only"), refused.err)
+        // ...so the attacker drops the trigger first.
+        let tamper = try sqlite3(v.storePath, """
+            DROP TRIGGER audit_no_update;
+            UPDATE audit SET detail = '{"failures":0}' WHERE seq = \(failedSeq);
+            """)
+        XCTAssertEqual(tamper.exit, 0, tamper.err)
+        try v.start()
+        let broken = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(broken.exit, 1, "out: \(broken.out) err: \(broken.err)")
+        XCTAssertTrue((broken.out + broken.err).contains("The audit log was changed at entry \(failedSeq) or later."),
+                      broken.out + broken.err)
+        let brokenJSON = v.vaultctl(["audit", "--verify", "--json"])
+        XCTAssertEqual(brokenJSON.exit, 1)
+        XCTAssertTrue(brokenJSON.out.contains("\"first_bad\":\(failedSeq)"), brokenJSON.out)
+    }
+
+    func testDeletedAuditRowIsDetected() throws {
+        let v = try startVaultd()
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        XCTAssertEqual(v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n").exit, 0)
+        let entries = try auditEntries(v)
+        XCTAssertGreaterThanOrEqual(entries.count, 3)
+        let lockSeq = try XCTUnwrap(entries.first { $0["event"] == "lock" }?["seq"]?.intValue)
+        XCTAssertEqual(v.stop()?.exit, 0)
+        let tamper = try sqlite3(v.storePath, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq = \(lockSeq);")
+        XCTAssertEqual(tamper.exit, 0, tamper.err)
+        try v.start()
+        let r = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(r.exit, 1, r.out + r.err)
+    }
+}
