@@ -99,8 +99,11 @@ struct ServerConversation: ClientConversation {
         guard isInteractive else { throw .notInteractive }
         let pid = state.newPromptID()
         let state = self.state
-        let timer = channel.eventLoop.scheduleTask(in: .seconds(promptTimeout)) {
-            state.resolve(pid, with: .timedOut)
+        // A task, not an event-loop timer: the loop may already be gone at shutdown.
+        let timeout = Duration.seconds(promptTimeout)
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { state.resolve(pid, with: .timedOut) }
         }
         let prompt = Prompt(pid: pid, kind: kind, text: text.text(language))
         let answer = await state.wait(for: pid) { send(prompt) }
@@ -150,6 +153,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
+        router.connections.add(channel)
         let state = self.state
         let ownUID = router.ownUID
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -174,6 +178,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        router.connections.remove(context.channel)
         state.close()
         context.fireChannelInactive()
     }

@@ -1,7 +1,19 @@
 import NIOCore
+import Synchronization
 import VaultCore
 import VaultFactor
 import VaultProtocol
+
+/// The open client connections, so shutdown can close them (which cancels
+/// their open questions) instead of leaving tasks waiting on a dying loop.
+final class ConnectionSet: Sendable {
+    private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
+    func add(_ c: any Channel) { open.withLock { $0[ObjectIdentifier(c)] = c } }
+    func remove(_ c: any Channel) { _ = open.withLock { $0.removeValue(forKey: ObjectIdentifier(c)) } }
+    func closeAll() {
+        for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) }
+    }
+}
 
 /// Turns one decoded request into a call on the broker and its result into a
 /// response. Field checking lives here; policy lives in the broker.
@@ -10,6 +22,7 @@ struct RequestRouter: Sendable {
     let serverName: String
     let ownUID: UInt32
     let promptTimeout: Int64
+    let connections: ConnectionSet
 
     func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
         let language = state.language

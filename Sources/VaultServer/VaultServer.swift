@@ -38,8 +38,11 @@ public final class VaultServer: Sendable {
         self.group = group
         self.logger = logger
         self.router = RequestRouter(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
-                                    ownUID: getuid(), promptTimeout: Int64(promptTimeout))
+                                    ownUID: getuid(), promptTimeout: Int64(promptTimeout), connections: ConnectionSet())
     }
+
+    /// Closes every client connection; their open questions count as cancelled.
+    public func closeConnections() { router.connections.closeAll() }
 
     /// Binds the socket; the returned channel closes when the server stops.
     public func start() async throws(ServerStartError) -> any Channel {

@@ -97,8 +97,10 @@ struct Audit: ParsableCommand {
                     if !read.json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
                 } else {
                     let seq = r["first_bad"]?.intValue ?? 0
-                    s.say(LocalizedText(en: "The audit log was changed at entry \(seq) or later.",
-                                        nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere."))
+                    let text = LocalizedText(
+                        en: "The audit log was changed at entry \(seq) or later. Keep the vault file for inspection and report it.",
+                        nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere. Ta vare på hvelvfilen for undersøkelse og meld fra.")
+                    FileHandle.standardError.write(Data("vaultctl: \(text.text(s.language))\n".utf8))
                     throw ExitCode(1)
                 }
                 return

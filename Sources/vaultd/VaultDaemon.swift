@@ -98,24 +98,19 @@ struct VaultDaemon: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = VaultServer(vault: vault, socketPath: socketPath, group: group, logger: logger,
                                  promptTimeout: vaultConfig.promptTimeout)
-        let listener: any Channel
-        do {
-            listener = try await server.start()
-        } catch {
-            Self.fail(error.message, detail: "\(error)", language: language, code: 5)
-        }
+        // The socket is bound inside the service group, so SIGTERM/SIGINT are
+        // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [
-            ListenerService(channel: listener, vault: vault, socketPath: socketPath),
+            ListenerService(server: server, vault: vault, logger: logger, language: language),
             IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
         ]
-        let group2 = ServiceGroup(configuration: .init(
+        let serviceGroup = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
-        let locked = await vault.isLocked
-        logger.notice("vaultd ready", metadata: ["socket": "\(socketPath)", "locked": "\(locked)"])
-        try await group2.run()
-        try? await group.shutdownGracefully()
+        try await serviceGroup.run()
+        // The event loop is left to die with the process: request tasks that
+        // were still running must not find it shut down under them.
         logger.notice("vaultd stopped; the vault key was wiped")
     }
 
@@ -162,21 +157,31 @@ struct VaultDaemon: AsyncParsableCommand {
     }
 }
 
-/// Keeps the listener open until shutdown; on shutdown closes it and wipes the vault key.
+/// Binds the socket, serves until shutdown, then closes the listener, wipes the
+/// vault key, closes client connections and removes the socket file.
 struct ListenerService: Service {
-    let channel: any Channel
+    let server: VaultServer
     let vault: Vault
-    let socketPath: String
+    let logger: Logger
+    let language: Language
 
     func run() async throws {
-        let channel = self.channel
+        let channel: any Channel
+        do {
+            channel = try await server.start()
+        } catch {
+            VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
+        }
+        let locked = await vault.isLocked
+        logger.notice("vaultd ready", metadata: ["socket": "\(server.socketPath)", "locked": "\(locked)"])
         try await withGracefulShutdownHandler {
             try await channel.closeFuture.get()
         } onGracefulShutdown: {
             channel.close(promise: nil)
         }
         await vault.lock(reason: "shutdown")
-        unlink(socketPath)
+        server.closeConnections()
+        unlink(server.socketPath)
     }
 }
 
