@@ -38,6 +38,27 @@ public struct Requester: Sendable, Equatable {
 public protocol ClientConversation: FactorConversation {
     var isInteractive: Bool { get }
     var requester: Requester { get }
+    /// Offers a choice (a `choice` prompt); returns the chosen option's value.
+    func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String
+    /// A client identity for rate limiting (its executable, else its pid).
+    var rateLimitKey: String { get }
+}
+
+/// One option of a choice prompt.
+public struct ChoiceOption: Sendable, Equatable {
+    public var value: String
+    public var label: LocalizedText
+    public init(value: String, label: LocalizedText) {
+        self.value = value
+        self.label = label
+    }
+}
+
+extension ClientConversation {
+    public func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
+        throw .notInteractive
+    }
+    public var rateLimitKey: String { requester.executable ?? "pid:\(requester.pid)" }
 }
 
 /// A conversation with nobody: every question fails as not interactive.

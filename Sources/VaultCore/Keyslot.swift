@@ -71,11 +71,14 @@ enum Keyslot {
                           binding: binding, sealedKey: sealed.bytes, createdAt: now)
     }
 
-    /// Opens a slot, or throws `.openFailed` (wrong PIN, changed enrollment, tampering).
+    /// Opens a slot, or throws `.openFailed` (wrong PIN, changed enrollment,
+    /// another identity, tampering). The binding that goes into the key is the
+    /// one the factor *proves* now, never the one stored beside the slot: the
+    /// stored copy only tells `verify` what to check, so editing it opens nothing.
     static func open(_ row: KeyslotRow, deviceKey: SecureBytes, proof: FactorProof?) throws(SodiumError) -> SecureBytes {
         guard row.version == version else { throw .malformed("unknown keyslot version \(row.version)") }
         let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt,
-                          cost: cost(fromKDF: row.kdf), proof: proof, binding: row.binding)
+                          cost: cost(fromKDF: row.kdf), proof: proof, binding: bindingJSON(proof?.binding ?? [:]))
         let box = try SealedBox(bytes: row.sealedKey)
         return try SecretBox.open(box, key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
     }

@@ -80,9 +80,8 @@ struct SessionSecret {
         self.idToken = idToken
     }
 
-    init?(plaintext: SecureBytes) {
-        let parsed: JSON? = plaintext.withUnsafeBytes { try? JSON.parse($0) }
-        guard let o = parsed?.objectValue else { return nil }
+    init?(bytes: UnsafeRawBufferPointer) {
+        guard let o = (try? JSON.parse(bytes))?.objectValue else { return nil }
         accessToken = o["access_token"]?.stringValue
         refreshToken = o["refresh_token"]?.stringValue
         idToken = o["id_token"]?.stringValue

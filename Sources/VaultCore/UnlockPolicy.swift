@@ -17,10 +17,18 @@ extension Vault {
     }
 
     /// The factors a locked client may try, for the `locked` error.
-    func lockedFactorList() -> [String] { enrolledFactors.map(\.rawValue) }
+    func lockedFactorList() -> [String] { enrolledFactors.map(\.rawValue) + loginProvidersWithSlots.map(\.id) }
 
     public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
         touch()
+        if let factor, factors[factor] == nil, let provider = providers.loginProviders.first(where: { $0.id == factor.rawValue }) {
+            // `unlock bankid`: a fresh login with that provider.
+            guard vaultKey == nil else { return }
+            guard conversation.isInteractive else { throw .locked(factors: lockedFactorList()) }
+            let login = try await runLogin(provider, conversation)
+            _ = try await adopt(login, conversation: conversation)
+            return
+        }
         if let factor {
             guard factors[factor] != nil else { throw unknownFactor(factor) }
             guard slots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
@@ -47,8 +55,9 @@ extension Vault {
     func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
         if vaultKey != nil { return .success(()) }
         let candidates = preferred.map { [$0] } ?? enrolledFactors
+        let loginFallback = preferred == nil && !loginProvidersWithSlots.isEmpty
         var last: VaultFailure?
-        for id in candidates {
+        for (index, id) in candidates.enumerated() {
             guard let factor = factors[id], let slot = slots[id.rawValue] else { continue }
             if case .unavailable(let reason) = await factor.probe() {
                 last = VaultFailure(.factorUnavailable, message: reason)
@@ -64,8 +73,13 @@ extension Vault {
                 return .failure(failure)
             case .next(let failure):
                 last = failure
-                if candidates.count > 1 { await conversation.show(failure.message) }
+                // Say why before offering the next way in.
+                if index < candidates.count - 1 || loginFallback { await conversation.show(failure.message) }
             }
+        }
+        // Last resort: a fresh login with a provider whose slot opens the vault.
+        if loginFallback {
+            return await unlockByLogin(conversation, after: last)
         }
         return .failure(last ?? .locked(factors: lockedFactorList()))
     }
@@ -240,7 +254,8 @@ extension Vault {
         }
         guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
         var put: [KeyslotRow] = []
-        if slots.keys.filter({ $0 != id.rawValue && $0 != Keyslot.deviceSlotID }).isEmpty {
+        let remainingLocal = slots.keys.filter { $0 != id.rawValue && $0 != Keyslot.deviceSlotID && !$0.hasPrefix(Vault.loginSlotPrefix) }
+        if remainingLocal.isEmpty {
             do {
                 put.append(try Keyslot.make(id: Keyslot.deviceSlotID, factor: Keyslot.deviceSlotID, vaultKey: vk,
                                             deviceKey: deviceKey, proof: nil, cost: nil, now: Int64(now())))

@@ -84,6 +84,15 @@ public actor Vault {
     let order: [FactorID]
     let config: VaultConfig
     let logger: Logger
+    /// Identity providers for login, refresh and revocation.
+    let providers: any IdentityProviderDirectory
+    var rateLimiter = LoginRateLimiter()
+    /// One refresh per session at a time; everyone else awaits the same task.
+    var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
+    /// Set by a login; the next interactive hand-over offers factor enrollment once.
+    var enrollmentOfferPending = false
+    /// Offers the person declined: not repeated while this vaultd runs.
+    var declinedOffers: Set<FactorID> = []
 
     var slots: [String: KeyslotRow] = [:]
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
@@ -91,8 +100,10 @@ public actor Vault {
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
 
     /// Opens (or creates) the vault on a store with the device key.
-    public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger) throws(VaultStartupError) {
+    public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
+                providers: any IdentityProviderDirectory = NoIdentityProviders()) throws(VaultStartupError) {
         self.store = store
+        self.providers = providers
         self.deviceKey = deviceKey
         self.config = config
         self.logger = logger
@@ -188,13 +199,15 @@ public actor Vault {
 
     /// Called periodically by the daemon.
     public func lockIfIdle() {
-        guard config.idleTimeout > 0, vaultKey != nil, !hasOnlyDeviceSlot else { return }
+        guard config.idleTimeout > 0, vaultKey != nil, !guardedByDeviceKeyOnly else { return }
         if now() - table.lastActivity >= Double(config.idleTimeout) { lock(reason: "idle") }
     }
 
-    /// A vault with no factor enrolled is guarded by the device key alone and
-    /// re-opens by itself; locking it would only hide sessions for no gain.
-    var hasOnlyDeviceSlot: Bool { slots.keys.allSatisfy { $0 == Keyslot.deviceSlotID } }
+    /// A vault with no local factor (fingerprint, PIN, …) enrolled is guarded by
+    /// the device key alone and re-opens by itself at start: the seeds'
+    /// "standard session token resumption". Locking it would only hide
+    /// sessions for no gain. Login slots don't count: they are the fallback.
+    var guardedByDeviceKeyOnly: Bool { slots[Keyslot.deviceSlotID] != nil }
 
     /// Factors with a slot, in policy order.
     var enrolledFactors: [FactorID] { order.filter { slots[$0.rawValue] != nil } }
@@ -261,36 +274,41 @@ public actor Vault {
         let id = try table.pick(account)
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
         guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
-        return try open(id: id, entry: entry, key: vk)
+        let released = try await freshSession(id: id, entry: entry, key: vk)
+        await offerPendingReenrollment(conversation)
+        return released
     }
+
+    /// Refresh this long before the access token expires, so an app never gets
+    /// a token that dies in its hands.
+    static let refreshWindow: Int64 = 60
 
     /// The fast path, callable from any thread: releases at once when the vault
     /// is unlocked and the access token is fresh; nil means "take the full path"
-    /// (locked, unknown or ambiguous account, token expired: all of which may
+    /// (locked, unknown or ambiguous account, token near expiry: all of which may
     /// need the person, a refresh, or a precise error).
     public nonisolated func releaseIfReady(account: String?) -> ReleasedSession? {
-        guard let (key, id, entry) = table.releasable(account, now: now()) else { return nil }
-        return try? open(id: id, entry: entry, key: key)
+        let nowS = now()
+        guard let (key, id, entry) = table.releasable(account, now: nowS) else { return nil }
+        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= Vault.refreshWindow { return nil }
+        guard let secret = try? openSecret(id: id, entry: entry, key: key), let token = secret.accessToken else { return nil }
+        return ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
     }
 
-    nonisolated func open(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> ReleasedSession {
-        let meta = entry.meta
-        let token: String?
+    /// The secret half of a session, opened with the vault key.
+    nonisolated func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
         do {
             let box = try SealedBox(bytes: entry.row.sealedSecret)
-            token = try SecretBox.withOpened(box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion)) { plain in
-                (try? JSON.parse(plain))?["access_token"]?.stringValue
+            let secret: SessionSecret? = try SecretBox.withOpened(
+                box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion)) { plain in
+                SessionSecret(bytes: plain)
             }
+            guard let secret else { throw SodiumError.malformed("session secret") }
+            return secret
         } catch {
             logger.error("a session record failed to open", metadata: ["record": "\(id)"])
             throw .internal()
         }
-        let skew: Int64 = 5
-        guard let token, meta.accessExpiresAt.map({ $0 > Int64(now()) + skew }) ?? true else {
-            // Refreshing needs the OIDC client; without it an expired access token ends the session.
-            throw VaultFailure(.sessionExpired)
-        }
-        return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
     }
 
     func pickSession(_ account: String?) throws(VaultFailure) -> String { try table.pick(account) }
@@ -345,24 +363,57 @@ public actor Vault {
         table.put(id, SessionTable.Entry(meta: meta, row: row))
     }
 
-    /// Deletes sessions locally. Works while locked: logging out must never need an unlock.
-    public func logout(account: String?, all: Bool, requester: Requester) throws(VaultFailure) -> Int {
-        var removed = 0
+    public struct LogoutResult: Sendable {
+        public var removed: Int
+        public var revokedAtProvider: Int
+    }
+
+    /// Deletes sessions locally first (unusable at once), then revokes their
+    /// tokens at the provider (RFC 7009) where it offers that. Works while
+    /// locked: logging out must never need an unlock (the tokens can then not
+    /// be read for revocation, and the result says so).
+    public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
+        var targets: [(String, SessionTable.Entry)] = []
         if all {
-            removed = try storeCall { () throws(StoreError) in try store.deleteAllSessions() }
-            table.removeAll()
+            targets = Array(table.allEntries())
         } else {
             guard let account else {
                 throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
                                                 nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
             }
-            if let id = table.id(forAccount: account) {
+            guard let id = table.id(forAccount: account), let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+            targets = [(id, entry)]
+        }
+        // Read what must be revoked before the records are gone.
+        var revocations: [(any IdentityProvider, String, Bool)] = []
+        if let vk = vaultKey {
+            for (id, entry) in targets {
+                guard let provider = providers.provider(for: entry.meta),
+                      let secret = try? openSecret(id: id, entry: entry, key: vk) else { continue }
+                if let rt = secret.refreshToken {
+                    revocations.append((provider, rt, true))
+                } else if let at = secret.accessToken {
+                    revocations.append((provider, at, false))
+                }
+            }
+        }
+        var removed = 0
+        if all {
+            removed = try storeCall { () throws(StoreError) in try store.deleteAllSessions() }
+            table.removeAll()
+        } else {
+            for (id, _) in targets {
                 if try storeCall({ () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
                 table.remove(id)
             }
         }
-        audit.record("logout", outcome: "ok", detail: ["count": .int(Int64(removed)), "all": .bool(all)], requester: requester)
-        return removed
+        var confirmed = 0
+        for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {
+            confirmed += 1
+        }
+        audit.record("logout", outcome: "ok", detail: ["count": .int(Int64(removed)), "all": .bool(all),
+                                                       "revoked_at_provider": .int(Int64(confirmed))], requester: requester)
+        return LogoutResult(removed: removed, revokedAtProvider: confirmed)
     }
 
     /// Runs a store call, turning its failure into a sentence for the person.

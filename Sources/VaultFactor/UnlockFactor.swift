@@ -86,13 +86,20 @@ public struct FactorDescriptor: Sendable {
     /// Set for guessable factors; the vault persists the failure counter
     /// *before* checking an attempt, so a crash never gives a free guess.
     public var throttle: ThrottlePolicy?
+    /// Offer to set this factor up right after a login (the fingerprint does:
+    /// S4), with `offerText` as the one-sentence explanation.
+    public var offerAfterLogin: Bool
+    public var offerText: LocalizedText?
 
-    public init(id: FactorID, displayName: LocalizedText, rank: Int, contribution: ContributionKind, throttle: ThrottlePolicy? = nil) {
+    public init(id: FactorID, displayName: LocalizedText, rank: Int, contribution: ContributionKind, throttle: ThrottlePolicy? = nil,
+                offerAfterLogin: Bool = false, offerText: LocalizedText? = nil) {
         self.id = id
         self.displayName = displayName
         self.rank = rank
         self.contribution = contribution
         self.throttle = throttle
+        self.offerAfterLogin = offerAfterLogin
+        self.offerText = offerText
     }
 }
 

@@ -95,7 +95,7 @@ struct ServerConversation: ClientConversation {
         send(Prompt(pid: state.newPromptID(), kind: .message, text: message.text(language)))
     }
 
-    func ask(_ kind: Prompt.Kind, _ text: LocalizedText) async throws(FactorError) -> JSON {
+    func ask(_ kind: Prompt.Kind, _ text: LocalizedText, extra: [String: JSON] = [:]) async throws(FactorError) -> JSON {
         guard isInteractive else { throw .notInteractive }
         let pid = state.newPromptID()
         let state = self.state
@@ -105,7 +105,7 @@ struct ServerConversation: ClientConversation {
             try? await Task.sleep(for: timeout)
             if !Task.isCancelled { state.resolve(pid, with: .timedOut) }
         }
-        let prompt = Prompt(pid: pid, kind: kind, text: text.text(language))
+        let prompt = Prompt(pid: pid, kind: kind, text: text.text(language), extra: extra)
         let answer = await state.wait(for: pid) { send(prompt) }
         timer.cancel()
         switch answer {
@@ -123,6 +123,21 @@ struct ServerConversation: ClientConversation {
             throw .unavailable(Messages.standard(.internal))
         }
     }
+
+    func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
+        guard isInteractive else { throw .notInteractive }
+        send(Prompt(pid: state.newPromptID(), kind: .openURL, text: text.text(language), extra: ["url": .string(url)]))
+    }
+
+    func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
+        let values = options.map { o -> JSON in ["value": .string(o.value), "label": .string(o.label.text(language))] }
+        switch try await ask(.choice, prompt, extra: ["options": .array(values)]) {
+        case .string(let s) where options.contains(where: { $0.value == s }): return s
+        default: throw .cancelled
+        }
+    }
+
+    var rateLimitKey: String { requester.executable ?? "pid:\(requester.pid)" }
 
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
         switch try await ask(.confirm, prompt) {

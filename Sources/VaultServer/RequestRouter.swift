@@ -47,6 +47,9 @@ struct RequestRouter: Sendable {
                 "locked": .bool(await vault.isLocked),
                 "accounts": .array(accounts.map { ["account": .string($0.account), "provider": .string($0.provider), "name": .string($0.name)] }),
                 "factors": .array(factors.map { $0.json(language) }),
+                "providers": .array(await vault.providerStatuses().map { p in
+                    ["provider": .string(p.id), "name": .string(p.name), "unlocks": .bool(p.unlocks)]
+                }),
             ]
         case "factors":
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
@@ -62,8 +65,14 @@ struct RequestRouter: Sendable {
             return ["locked": true]
         case "logout":
             let all = request["all"]?.boolValue ?? false
-            let n = try await vault.logout(account: try optionalString(request, "account"), all: all, requester: conversation.requester)
-            return ["revoked": .int(Int64(n))]
+            let r = try await vault.logout(account: try optionalString(request, "account"), all: all, requester: conversation.requester)
+            return ["revoked": .int(Int64(r.removed)), "revoked_at_provider": .int(Int64(r.revokedAtProvider))]
+        case "login":
+            guard let provider = try optionalString(request, "provider") else {
+                throw .badRequest(LocalizedText(en: "Say which provider to log in with, for example “bankid” or “vipps”.",
+                                                nb: "Si hvilken tjeneste du vil logge inn med, for eksempel «bankid» eller «vipps»."))
+            }
+            return try await vault.login(provider: provider, conversation: conversation).json
         case "enroll", "reenroll":
             let status = try await vault.enroll(try factorField(request), conversation: conversation)
             return status.json(language)

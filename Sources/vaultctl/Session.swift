@@ -9,7 +9,7 @@ import VaultProtocol
 struct CtlSession {
     let connection: VaultConnection
     let language: Language
-    let terminal = Terminal()
+    var terminal = Terminal()
 
     static var language: Language {
         let env = ProcessInfo.processInfo.environment

@@ -56,6 +56,33 @@ struct Import: ParsableCommand {
     }
 }
 
+struct Login: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Log in with BankID, Vipps, ID-porten or another configured provider.",
+        discussion: "Opens the provider's login page in your browser; when you are done there, the session is stored.")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "bankid, vipps, idporten, or a configured provider's name.") var provider: String
+    @Flag(help: "Print the login address instead of opening a browser.") var noBrowser = false
+    @Option(help: "A command to open the login address with (default: $BROWSER or xdg-open).") var browser: String?
+    @OptionGroup var read: ReadOptions
+
+    func run() throws {
+        try guarded(json: read.json) {
+            var s = try CtlSession.open(common)
+            if noBrowser {
+                s.terminal.browser = nil
+            } else if let browser {
+                s.terminal.browser = browser.split(separator: " ").map(String.init)
+            }
+            let r = try s.call("login", ["provider": .string(provider)])
+            if read.json { print(r.text); return }
+            let name = r["claims"]?["name"]?.stringValue ?? r["account"]?.stringValue ?? ""
+            let via = r["provider"]?.stringValue ?? provider
+            s.say(LocalizedText(en: "Logged in as \(name) (\(via)).", nb: "Logget inn som \(name) (\(via))."))
+        }
+    }
+}
+
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print an access token for scripts (unlocking first if needed).",

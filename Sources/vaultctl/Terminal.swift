@@ -9,7 +9,34 @@ import Glibc
 /// a terminal, and from stdin lines otherwise (scripts, tests). Prompts and
 /// messages go to stderr so stdout stays clean for `--json` and tokens.
 struct Terminal {
+    /// The command that opens a URL (nil: only print it).
+    var browser: [String]? = Terminal.defaultBrowser()
+
     var isTTY: Bool { isatty(STDIN_FILENO) == 1 }
+
+    /// `$BROWSER`, else `xdg-open` when installed, else none (print only).
+    static func defaultBrowser() -> [String]? {
+        if let b = ProcessInfo.processInfo.environment["BROWSER"], !b.isEmpty {
+            return b.split(separator: " ").map(String.init)
+        }
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            if FileManager.default.isExecutableFile(atPath: "\(dir)/xdg-open") { return ["\(dir)/xdg-open"] }
+        }
+        return nil
+    }
+
+    /// Starts the browser on `url` without waiting for it; false if it could not start.
+    func open(_ url: String) -> Bool {
+        guard let browser, let command = browser.first else { return false }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command.hasPrefix("/") ? command : "/usr/bin/env")
+        p.arguments = (command.hasPrefix("/") ? [] : [command]) + browser.dropFirst() + [url]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        p.standardInput = FileHandle.nullDevice
+        do { try p.run() } catch { return false }
+        return true
+    }
 
     func answer(_ prompt: Prompt) -> PromptReply {
         switch prompt.kind {
@@ -24,7 +51,12 @@ struct Terminal {
             guard let line = readLine(strippingNewline: true) else { return .cancel }
             return .value(.bool(["y", "yes", "j", "ja"].contains(line.lowercased().trimmingCharacters(in: .whitespaces))))
         case .openURL:
-            FileHandle.standardError.write(Data("\(prompt.text)\n\(prompt.extra["url"]?.stringValue ?? "")\n".utf8))
+            let url = prompt.extra["url"]?.stringValue ?? ""
+            FileHandle.standardError.write(Data("\(prompt.text)\n".utf8))
+            if !open(url) {
+                // No browser here (or --no-browser): the person opens it by hand.
+                FileHandle.standardError.write(Data("\(url)\n".utf8))
+            }
             return .none
         case .choice:
             FileHandle.standardError.write(Data("\(prompt.text)\n".utf8))

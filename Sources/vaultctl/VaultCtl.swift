@@ -13,8 +13,8 @@ struct VaultCtl: ParsableCommand {
             (not logged in, or the session expired); 6 cancelled.
             """,
         version: "0.1.0",
-        subcommands: [Status.self, Factors.self, Lock.self, Unlock.self, Enroll.self, Disable.self, Reenroll.self,
-                      Import.self, Token.self, Sessions.self, Logout.self, Audit.self])
+        subcommands: [Status.self, Login.self, Token.self, Factors.self, Lock.self, Unlock.self, Enroll.self, Disable.self,
+                      Reenroll.self, Import.self, Sessions.self, Logout.self, Audit.self])
 }
 
 /// Options every command shares.

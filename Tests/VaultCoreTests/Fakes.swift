@@ -11,10 +11,25 @@ final class ScriptedClient: ClientConversation, Sendable {
     let isInteractive: Bool
     let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app")
     private let state: Mutex<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
+    private let choiceState: Mutex<(choices: [String], offered: [[String]], confirmed: [String])>
 
-    init(secrets: [String?] = [], confirms: [Bool] = [], interactive: Bool = true) {
+    init(secrets: [String?] = [], confirms: [Bool] = [], choices: [String] = [], interactive: Bool = true) {
         self.isInteractive = interactive
         state = Mutex((secrets, confirms, [], 0))
+        choiceState = Mutex((choices, [], []))
+    }
+
+    var offeredChoices: [[String]] { choiceState.withLock { $0.offered } }
+    var confirmQuestions: [String] { choiceState.withLock { $0.confirmed } }
+
+    func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
+        guard isInteractive else { throw .notInteractive }
+        let pick: String? = choiceState.withLock { s in
+            s.offered.append(options.map(\.value))
+            return s.choices.isEmpty ? nil : s.choices.removeFirst()
+        }
+        guard let pick else { throw .cancelled }
+        return pick
     }
 
     var shown: [String] { state.withLock { $0.shown } }
@@ -32,8 +47,78 @@ final class ScriptedClient: ClientConversation, Sendable {
     }
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
         guard isInteractive else { throw .notInteractive }
+        choiceState.withLock { $0.confirmed.append(prompt.en) }
         return state.withLock { s in s.confirms.isEmpty ? false : s.confirms.removeFirst() }
     }
+}
+
+/// An identity provider the test scripts: who logs in, what refresh answers.
+final class FakeIdentityProvider: IdentityProvider, Sendable {
+    let id: String
+    let displayName: String
+    let issuesRefreshTokens: Bool
+    struct State {
+        var subject = "subject-kari"
+        var loginError: VaultFailure?
+        var refreshError: VaultFailure?
+        var refreshCalls = 0
+        var refreshTokensSeen: [String] = []
+        var revoked: [String] = []
+        var accessTTL: Int64 = 3600
+        var generation = 0
+    }
+    let state = Mutex(State())
+
+    init(id: String = "bankid", name: String = "BankID", refreshTokens: Bool = true) {
+        self.id = id
+        self.displayName = name
+        self.issuesRefreshTokens = refreshTokens
+    }
+
+    func set(_ body: (inout State) -> Void) { state.withLock { body(&$0) } }
+    var snapshot: State { state.withLock { $0 } }
+
+    func grant(_ generation: Int) -> TokenGrant {
+        let ttl = state.withLock { $0.accessTTL }
+        return TokenGrant(accessToken: "AT-\(id)-\(generation)", accessExpiresAt: Int64(Date().timeIntervalSince1970) + ttl,
+                          refreshToken: issuesRefreshTokens ? "RT-\(id)-\(generation)" : nil)
+    }
+
+    func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin {
+        let (error, subject, generation) = state.withLock { s -> (VaultFailure?, String, Int) in
+            s.generation += 1
+            return (s.loginError, s.subject, s.generation)
+        }
+        try? await conversation.openURL("https://idp.example.test/authorize?state=x", LocalizedText(en: "Log in", nb: "Logg inn"))
+        if let error { throw error }
+        return VerifiedLogin(provider: id, providerName: displayName, issuer: "https://idp.example.test/\(id)", clientID: "app",
+                             subject: subject, name: "Kari Nordmann", claims: ["org": "Mentorhuset", "roles": ["peer_mentor"]],
+                             nationalID: nil, acr: nil, tokens: grant(generation))
+    }
+
+    func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {
+        let (error, generation) = state.withLock { s -> (VaultFailure?, Int) in
+            s.refreshCalls += 1
+            s.refreshTokensSeen.append(refreshToken)
+            s.generation += 1
+            return (s.refreshError, s.generation)
+        }
+        // A slow token endpoint, so concurrent callers overlap.
+        try? await Task.sleep(for: .milliseconds(100))
+        if let error { throw error }
+        return grant(generation)
+    }
+
+    func revoke(token: String, isRefreshToken: Bool) async -> Bool {
+        state.withLock { $0.revoked.append(token) }
+        return true
+    }
+}
+
+struct FakeDirectory: IdentityProviderDirectory {
+    let providers: [FakeIdentityProvider]
+    var loginProviders: [any IdentityProvider] { providers }
+    func provider(for session: SessionMeta) -> (any IdentityProvider)? { providers.first { $0.id == session.provider } }
 }
 
 /// A presence-only factor (shaped like the fingerprint) whose outcome and
@@ -92,14 +177,16 @@ struct Fixture {
         deviceKey = try SecureBytes.random(count: 32)
     }
 
-    func vault(_ factors: [any UnlockFactor], config: VaultConfig = VaultConfig(idleTimeout: 0)) throws -> Vault {
-        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger)
+    func vault(_ factors: [any UnlockFactor], config: VaultConfig = VaultConfig(idleTimeout: 0),
+               providers: any IdentityProviderDirectory = NoIdentityProviders()) throws -> Vault {
+        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger, providers: providers)
     }
 
     /// A second vault on the same files, as after a restart.
-    func reopened(_ factors: [any UnlockFactor]) throws -> Vault {
+    func reopened(_ factors: [any UnlockFactor], providers: any IdentityProviderDirectory = NoIdentityProviders()) throws -> Vault {
         let store2 = try VaultStore(path: dir + "/vault.sqlite")
-        return try Vault(store: store2, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Fixture.logger)
+        return try Vault(store: store2, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0),
+                         logger: Fixture.logger, providers: providers)
     }
 
     func cleanup() { try? FileManager.default.removeItem(atPath: dir) }

@@ -1,0 +1,42 @@
+import VaultFactor
+
+/// Where the broker finds identity providers. vaultd implements it from its
+/// configuration; tests pass fakes. The broker never knows OIDC itself.
+public protocol IdentityProviderDirectory: Sendable {
+    /// Providers a person can log in with, in the order they are offered.
+    var loginProviders: [any IdentityProvider] { get }
+    /// The provider that can refresh or revoke a stored session: a configured
+    /// profile by id, or (for an imported session) one for its issuer and client.
+    func provider(for session: SessionMeta) -> (any IdentityProvider)?
+}
+
+/// A directory with no providers: sessions can be imported and released, never refreshed.
+public struct NoIdentityProviders: IdentityProviderDirectory {
+    public init() {}
+    public var loginProviders: [any IdentityProvider] { [] }
+    public func provider(for session: SessionMeta) -> (any IdentityProvider)? { nil }
+}
+
+/// Login starts per client, limited as seed 002 asks (10 per minute).
+struct LoginRateLimiter {
+    let limit: Int
+    let window: Double
+    private var starts: [String: [Double]] = [:]
+
+    init(limit: Int = 10, window: Double = 60) {
+        self.limit = limit
+        self.window = window
+    }
+
+    /// Records a start, or returns the seconds to wait when over the limit.
+    mutating func admit(_ client: String, now: Double) -> Int? {
+        var recent = (starts[client] ?? []).filter { now - $0 < window }
+        if recent.count >= limit, let oldest = recent.first {
+            starts[client] = recent
+            return max(1, Int((oldest + window - now).rounded(.up)))
+        }
+        recent.append(now)
+        starts[client] = recent
+        return nil
+    }
+}

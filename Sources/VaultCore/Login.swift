@@ -1,0 +1,166 @@
+import Foundation
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// Logging in with an identity provider (BankID, Vipps, …), and what a
+/// verified login opens: a login keyslot bound to (issuer, stable subject).
+/// The first login with a provider creates that slot; a later login of the
+/// same identity unlocks the vault; another identity is refused.
+extension Vault {
+    static let loginSlotPrefix = "login:"
+
+    func loginSlotID(_ provider: String) -> String { Vault.loginSlotPrefix + provider }
+
+    public struct ProviderStatus: Sendable {
+        public var id: String
+        public var name: String
+        /// A login with it can unlock this vault (its login slot exists).
+        public var unlocks: Bool
+    }
+
+    public func providerStatuses() -> [ProviderStatus] {
+        providers.loginProviders.map { ProviderStatus(id: $0.id, name: $0.displayName, unlocks: slots[loginSlotID($0.id)] != nil) }
+    }
+
+    /// Providers with a login slot: the ones whose login can unlock this vault.
+    var loginProvidersWithSlots: [any IdentityProvider] {
+        providers.loginProviders.filter { slots[loginSlotID($0.id)] != nil }
+    }
+
+    public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+        touch()
+        guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
+            let known = providers.loginProviders.map(\.id).joined(separator: ", ")
+            throw .badRequest(LocalizedText(
+                en: "There is no login provider called “\(id)”. Choose one of: \(known.isEmpty ? "(none configured)" : known).",
+                nb: "Det finnes ingen innloggingstjeneste som heter «\(id)». Velg en av: \(known.isEmpty ? "(ingen satt opp)" : known)."))
+        }
+        guard conversation.isInteractive else {
+            throw .badRequest(LocalizedText(
+                en: "Logging in needs the person: use an interactive client (for example “vaultctl login \(id)”).",
+                nb: "Innlogging krever personen: bruk en interaktiv klient (for eksempel «vaultctl login \(id)»)."))
+        }
+        let login = try await runLogin(provider, conversation)
+        let released = try await adopt(login, conversation: conversation)
+        await offerEnrollmentAfterLogin(conversation)
+        return released
+    }
+
+    /// Rate limit, run the provider's flow, audit the outcome. Nothing is
+    /// stored here: a failed login leaves the vault as it was.
+    func runLogin(_ provider: any IdentityProvider, _ conversation: any ClientConversation) async throws(VaultFailure) -> VerifiedLogin {
+        if let wait = rateLimiter.admit(conversation.rateLimitKey, now: now()) {
+            audit.record("login", factor: provider.id, outcome: "rate_limited", requester: conversation.requester)
+            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
+        }
+        do {
+            return try await provider.login(conversation)
+        } catch {
+            audit.record("login", factor: provider.id, outcome: error.code.rawValue, requester: conversation.requester)
+            throw error
+        }
+    }
+
+    /// Takes a verified login into the vault: opens (locked) or checks
+    /// (unlocked) the provider's login slot, or creates it on the first login,
+    /// then stores the session.
+    func adopt(_ login: VerifiedLogin, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+        let slotID = loginSlotID(login.provider)
+        let proof = FactorProof(binding: ["issuer": login.issuer, "subject": login.subject])
+        if let slot = slots[slotID] {
+            guard let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) else {
+                audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
+                throw VaultFailure(.loginFailed, message: LocalizedText(
+                    en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
+                    nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+            }
+            if vaultKey == nil {
+                table.setVaultKey(vk)
+                audit.record("unlock", factor: slotID, outcome: "ok", requester: conversation.requester)
+            }
+        } else {
+            guard let vk = vaultKey else {
+                throw VaultFailure(.notEnrolled, message: LocalizedText(
+                    en: "\(login.providerName) has not been used on this computer before, so it cannot unlock the vault. Use your fingerprint or PIN, or log in with the service you used first.",
+                    nb: "\(login.providerName) er ikke brukt på denne datamaskinen før, så den kan ikke låse opp hvelvet. Bruk fingeravtrykk eller PIN-kode, eller logg inn med tjenesten du brukte først."))
+            }
+            let row: KeyslotRow
+            do {
+                row = try Keyslot.make(id: slotID, factor: "login", vaultKey: vk, deviceKey: deviceKey, proof: proof,
+                                       cost: nil, now: Int64(now()))
+            } catch {
+                throw .internal()
+            }
+            try storeCall { () throws(StoreError) in try store.updateKeyslots(put: [row], delete: []) }
+            slots[slotID] = row
+            audit.record("enroll", factor: slotID, outcome: "ok", requester: conversation.requester)
+        }
+        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
+        var claims = login.claims
+        claims["name"] = .string(login.name)
+        let meta = SessionMeta(account: login.provider, provider: login.provider, issuer: login.issuer, clientID: login.clientID,
+                               subject: login.subject, name: login.name, claims: claims,
+                               accessExpiresAt: login.tokens.accessExpiresAt, refreshExpiresAt: login.tokens.refreshExpiresAt,
+                               hasRefreshToken: login.tokens.refreshToken != nil, createdAt: Int64(now()))
+        let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
+                                   idToken: login.tokens.idToken)
+        try persist(id: id, meta: meta, secret: secret, vaultKey: vk,
+                    tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken)
+        audit.record("login", factor: login.provider, outcome: "ok", requester: conversation.requester)
+        enrollmentOfferPending = true
+        return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: meta)
+    }
+
+    /// The last resort of the unlock policy: offer the providers whose login
+    /// can open this vault, and run the chosen one.
+    func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
+        let candidates = loginProvidersWithSlots
+        guard !candidates.isEmpty else { return .failure(failure ?? .locked(factors: lockedFactorList())) }
+        let names = candidates.map(\.displayName).joined(separator: " / ")
+        var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
+        options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
+        let choice: String
+        do {
+            choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
+                                                                 nb: "Logg inn med \(names) for å fortsette."), options: options)
+        } catch {
+            return .failure(error == .notInteractive ? (failure ?? .locked(factors: lockedFactorList())) : VaultFailure(.cancelled))
+        }
+        guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
+        do {
+            let login = try await runLogin(provider, conversation)
+            _ = try await adopt(login, conversation: conversation)
+            return vaultKey != nil ? .success(()) : .failure(.locked(factors: lockedFactorList()))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// After a first login, or a fallback login caused by a fingerprint that
+    /// failed or changed: offer (once per vaultd run) to set up the factors
+    /// that want offering, before the session is handed over.
+    func offerEnrollmentAfterLogin(_ conversation: any ClientConversation) async {
+        await offerPendingReenrollment(conversation)
+    }
+
+    func offerPendingReenrollment(_ conversation: any ClientConversation) async {
+        guard enrollmentOfferPending, conversation.isInteractive, vaultKey != nil else { return }
+        enrollmentOfferPending = false
+        for id in order {
+            guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil,
+                  !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
+            let name = factor.descriptor.displayName
+            let explanation = factor.descriptor.offerText ?? LocalizedText(
+                en: "Turn on \(name.en)? Next time you can open your apps with it instead of logging in.",
+                nb: "Slå på \(name.nb)? Neste gang kan du åpne appene dine med den i stedet for å logge inn.")
+            let yes = (try? await conversation.confirm(explanation)) ?? false
+            guard yes else {
+                declinedOffers.insert(id)
+                continue
+            }
+            _ = try? await enroll(id, conversation: conversation)
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// Keeping sessions fresh: silent refresh before the access token expires,
+/// single-flight per session, and the rotated refresh token stored durably
+/// before anyone sees the new access token.
+extension Vault {
+    func freshSession(id: String, entry: SessionTable.Entry, key: SecureBytes) async throws(VaultFailure) -> ReleasedSession {
+        let nowS = Int64(now())
+        let secret = try openSecret(id: id, entry: entry, key: key)
+        let meta = entry.meta
+        let expiresIn = meta.accessExpiresAt.map { $0 - nowS }
+        if let token = secret.accessToken, expiresIn.map({ $0 > Vault.refreshWindow }) ?? true {
+            return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
+        }
+        let stillValid = secret.accessToken != nil && (expiresIn ?? 0) > 5
+        guard let refreshToken = secret.refreshToken, let provider = providers.provider(for: meta) else {
+            if stillValid, let token = secret.accessToken {
+                return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
+            }
+            // No way to renew (Vipps issues no refresh tokens): the session has ended.
+            forget(id: id, reason: "expired")
+            throw VaultFailure(.sessionExpired)
+        }
+        if let running = refreshing[id] { return try await running.value.get() }
+        let task = Task { await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key) }
+        refreshing[id] = task
+        let result = await task.value
+        refreshing[id] = nil
+        return try result.get()
+    }
+
+    func performRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
+                        key: SecureBytes) async -> Result<ReleasedSession, VaultFailure> {
+        let grant: TokenGrant
+        do {
+            grant = try await provider.refresh(refreshToken: refreshToken)
+        } catch {
+            audit.record("refresh", factor: provider.id, outcome: error.code.rawValue)
+            guard let entry = table.entry(id) else { return .failure(VaultFailure(.noSession)) }
+            if error.code == .sessionExpired {
+                forget(id: id, reason: "refresh_rejected")
+                return .failure(error)
+            }
+            // The provider is down or slow: an access token that still works is served.
+            if let token = secret.accessToken, let exp = entry.meta.accessExpiresAt, exp > Int64(now()) + 5 {
+                return .success(ReleasedSession(accessToken: token, expiresAt: exp, meta: entry.meta))
+            }
+            return .failure(error)
+        }
+        guard var meta = table.entry(id)?.meta else { return .failure(VaultFailure(.noSession)) }
+        let newRefresh = grant.refreshToken ?? refreshToken
+        let renewed = SessionSecret(accessToken: grant.accessToken, refreshToken: newRefresh, idToken: grant.idToken ?? secret.idToken)
+        meta.accessExpiresAt = grant.accessExpiresAt
+        if let r = grant.refreshExpiresAt { meta.refreshExpiresAt = r }
+        do {
+            // Durable first: if vaultd dies after this line the new refresh token
+            // is what the store holds, which is what a rotating provider accepts.
+            try persist(id: id, meta: meta, secret: renewed, vaultKey: key, tokenForHash: newRefresh)
+        } catch {
+            return .failure(error)
+        }
+        audit.record("refresh", factor: provider.id, outcome: "ok",
+                     detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)])
+        return .success(ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: meta))
+    }
+
+    /// Removes a session whose tokens can no longer be used.
+    func forget(id: String, reason: String) {
+        let account = table.entry(id)?.meta.account
+        _ = try? store.deleteSession(id: id)
+        table.remove(id)
+        audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
+    }
+}

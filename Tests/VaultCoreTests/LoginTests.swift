@@ -1,0 +1,180 @@
+import XCTest
+@testable import VaultCore
+import PINFactor
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+final class LoginTests: XCTestCase {
+    var fx: Fixture!
+    let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 1, firstDelay: 30, maxDelay: 120))
+
+    override func setUpWithError() throws { fx = try Fixture() }
+    override func tearDown() { fx.cleanup() }
+
+    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
+    }
+
+    func testFirstLoginStoresTheSessionAndCreatesALoginSlot() async throws {
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        let s = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        XCTAssertEqual(s.accessToken, "AT-bankid-1")
+        XCTAssertEqual(s.json["claims"]?["org"], "Mentorhuset")
+        XCTAssertEqual(s.json["claims"]?["roles"], ["peer_mentor"])
+        XCTAssertNil(s.json["refresh_token"])
+        XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["device", "login:bankid"],
+                       "no local factor yet: the device slot stays, so the app resumes with no prompt")
+        let again = try await vault.release(account: nil, conversation: SilentConversation())
+        XCTAssertEqual(again.accessToken, "AT-bankid-1")
+    }
+
+    func testSameIdentityUnlocksAnotherIsRefused() async throws {
+        let bankid = FakeIdentityProvider()
+        let dir = FakeDirectory(providers: [bankid])
+        let vault = try fx.vault([pin], providers: dir)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+
+        let restarted = try fx.reopened([pin], providers: dir)
+        bankid.set { $0.subject = "someone-else" }
+        let refused = await failure { _ = try await restarted.login(provider: "bankid", conversation: ScriptedClient()) }
+        XCTAssertEqual(refused?.code, .loginFailed)
+        XCTAssertTrue(refused?.message.en.contains("someone other than") ?? false)
+        let stillLocked = await restarted.isLocked
+        XCTAssertTrue(stillLocked)
+
+        bankid.set { $0.subject = "subject-kari" }
+        let s = try await restarted.login(provider: "bankid", conversation: ScriptedClient())
+        let unlocked = await restarted.isLocked
+        XCTAssertFalse(unlocked)
+        XCTAssertEqual(s.accessToken, "AT-bankid-3", "the fresh login's tokens replace the old ones")
+    }
+
+    func testLoginWithAProviderNeverUsedHereCannotUnlock() async throws {
+        let bankid = FakeIdentityProvider(), vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
+        let dir = FakeDirectory(providers: [bankid, vipps])
+        let vault = try fx.vault([pin], providers: dir)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        let f = await failure { _ = try await vault.login(provider: "vipps", conversation: ScriptedClient()) }
+        XCTAssertEqual(f?.code, .notEnrolled)
+        XCTAssertEqual(try fx.store.sessions().count, 1, "nothing stored from a login that could not unlock")
+    }
+
+    func testFailedLoginLeavesNothingBehind() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.loginError = VaultFailure(.tokenInvalid) }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        let f = await failure { _ = try await vault.login(provider: "bankid", conversation: ScriptedClient()) }
+        XCTAssertEqual(f?.code, .tokenInvalid)
+        XCTAssertEqual(try fx.store.sessions().count, 0)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["device"])
+    }
+
+    func testLoginStartsAreRateLimited() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.loginError = VaultFailure(.cancelled) }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        for _ in 0..<10 {
+            let f = await failure { _ = try await vault.login(provider: "bankid", conversation: ScriptedClient()) }
+            XCTAssertEqual(f?.code, .cancelled)
+        }
+        let f = await failure { _ = try await vault.login(provider: "bankid", conversation: ScriptedClient()) }
+        XCTAssertEqual(f?.code, .rateLimited)
+        XCTAssertGreaterThan(f?.extra["retry_after"]?.intValue ?? 0, 0)
+    }
+
+    func testConcurrentReleasesOfAnExpiredTokenRefreshOnce() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = 30 }  // every token lands inside the refresh window: refresh on next use
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<20 { group.addTask { try await vault.release(account: "bankid", conversation: SilentConversation()).accessToken } }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        XCTAssertEqual(bankid.snapshot.refreshCalls, 1, "single flight")
+        XCTAssertEqual(tokens, ["AT-bankid-2"])
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1"])
+
+        // The rotated refresh token was stored: after a restart the next refresh uses it.
+        let restarted = try fx.reopened([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await restarted.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1", "RT-bankid-2"])
+    }
+
+    func testRejectedRefreshEndsTheSession() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = 0 }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        bankid.set { $0.refreshError = VaultFailure(.sessionExpired) }
+        let f = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(f?.code, .sessionExpired)
+        XCTAssertEqual(f?.message.en, "Your session has expired — please log in again")
+        XCTAssertEqual(try fx.store.sessions().count, 0, "the sealed record is removed")
+    }
+
+    func testProviderDownServesAStillValidToken() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = 40 }  // valid, but inside the refresh window
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        bankid.set { $0.refreshError = VaultFailure(.providerUnavailable) }
+        let s = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(s.accessToken, "AT-bankid-1")
+    }
+
+    func testVippsSessionEndsWithItsAccessToken() async throws {
+        let vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
+        vipps.set { $0.accessTTL = 0 }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [vipps]))
+        _ = try await vault.login(provider: "vipps", conversation: ScriptedClient())
+        let f = await failure { _ = try await vault.release(account: "vipps", conversation: SilentConversation()) }
+        XCTAssertEqual(f?.code, .sessionExpired)
+        XCTAssertEqual(vipps.snapshot.refreshCalls, 0, "no refresh token, no refresh call")
+        XCTAssertEqual(try fx.store.sessions().count, 0)
+    }
+
+    func testLockedOutPINFallsBackToLoginAndOffersEnrollment() async throws {
+        let bankid = FakeIdentityProvider()
+        let dir = FakeDirectory(providers: [bankid])
+        let vault = try fx.vault([pin], providers: dir)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        // One wrong PIN locks the PIN out (free attempts = 1); the policy moves on to the login choice.
+        let client = ScriptedClient(secrets: ["000001"], choices: ["bankid"])
+        let s = try await vault.release(account: "bankid", conversation: client)
+        XCTAssertEqual(s.accessToken, "AT-bankid-2")
+        XCTAssertEqual(client.offeredChoices, [["bankid", "cancel"]])
+        XCTAssertTrue(client.shown.contains { $0.contains("Too many wrong attempts") })
+    }
+
+    func testCancelledChoiceStaysLocked() async throws {
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        let f = await failure { _ = try await vault.release(account: "bankid", conversation: ScriptedClient(secrets: [nil], choices: ["cancel"])) }
+        XCTAssertEqual(f?.code, .cancelled)
+        let locked = await vault.isLocked
+        XCTAssertTrue(locked)
+    }
+
+    func testLogoutRevokesAtTheProviderAndDeletesFirst() async throws {
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let r = try await vault.logout(account: "bankid", all: false, requester: .inProcess)
+        XCTAssertEqual(r.removed, 1)
+        XCTAssertEqual(r.revokedAtProvider, 1)
+        XCTAssertEqual(bankid.snapshot.revoked, ["RT-bankid-1"])
+        let f = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(f?.code, .noSession)
+    }
+}
