@@ -1,0 +1,106 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import VaultProtocol
+import Synchronization
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The strict test OIDC provider (Tests/providers/strict_provider.py) as a child
+/// process on 127.0.0.1, with its admin API. Needs the venv made by
+/// scripts/provider-venv (the test command makes it).
+final class TestProvider {
+    let process: Process
+    let issuer: String
+    let profile: String
+    let clientID = "sessionvault-test"
+
+    static var packageRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    static var python: String? {
+        let venv = packageRoot + "/.venv/bin/python"
+        return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
+    }
+
+    /// The scripted browser vaultctl is given with `--browser`.
+    static var browser: String { packageRoot + "/Tests/providers/test_browser.py" }
+
+    init(profile: String, arguments: [String] = []) throws {
+        guard let python = TestProvider.python else {
+            throw XCTSkip("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
+        }
+        self.profile = profile
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = [TestProvider.packageRoot + "/Tests/providers/strict_provider.py", "--profile", profile,
+                       "--watch-pid", "\(getpid())", "--idle-exit", "300"] + arguments
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        // The first line is "READY http://127.0.0.1:PORT".
+        var line = [UInt8]()
+        let fd = out.fileHandleForReading.fileDescriptor
+        let deadline = monotonicNow() + 20
+        while monotonicNow() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 200) > 0 else { continue }
+            var byte: UInt8 = 0
+            guard read(fd, &byte, 1) == 1 else { break }
+            if byte == 0x0A { break }
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("READY ") else {
+            p.terminate()
+            throw IntegrationError("the test provider did not start: \(text)")
+        }
+        issuer = String(text.dropFirst("READY ".count))
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// POSTs or GETs the admin API; returns the parsed answer.
+    @discardableResult
+    func admin(_ path: String, _ body: JSON? = nil) throws -> JSON {
+        let url = try XCTUnwrap(URL(string: issuer + "/_admin/" + path))
+        var request = URLRequest(url: url, timeoutInterval: 10)
+        if let body {
+            request.httpMethod = "POST"
+            request.httpBody = Data(body.serialized())
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let result = Mutex<Result<Data, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { data, _, error in
+            result.withLock { $0 = error.map { .failure($0) } ?? .success(data ?? Data()) }
+            done.signal()
+        }.resume()
+        guard done.wait(timeout: .now() + 15) == .success, let r = result.withLock({ $0 }) else {
+            throw IntegrationError("admin \(path) timed out")
+        }
+        return try JSON.parse(Array(try r.get()))
+    }
+
+    func behave(_ behaviours: JSON) throws { try admin("behavior", behaviours) }
+    func stats() throws -> JSON { try admin("stats") }
+
+    /// The `[providers.NAME]` config table for vaultd.
+    func configTable(name: String? = nil, extra: String = "") -> String {
+        "[providers.\(name ?? profile)]\nprofile = \"\(profile)\"\nissuer = \"\(issuer)\"\nclient_id = \"\(clientID)\"\n\(extra)\n"
+    }
+}
