@@ -73,6 +73,7 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
+        .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "CVaultShims",
@@ -85,6 +86,10 @@ let package = Package(
             "VaultClient", "VaultProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
+        .executableTarget(name: "vault-fpstub", dependencies: [
+            "FingerprintFactor",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
             "VaultClient", "VaultProtocol", "SodiumKit",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -94,6 +99,7 @@ let package = Package(
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
+        .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor"]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),

@@ -1,0 +1,198 @@
+import VaultFactor
+
+/// The fingerprint factor: proves that the person is present with a finger on
+/// the reader. It has no secret to give; its proof is a digest of the reader's
+/// enrollment (the enrolled fingers and their template ids), and the vault binds
+/// the keyslot to that digest.
+///
+/// Its whole story, in one place:
+/// - `probe`: no reader, or no fingers enrolled at the reader → unavailable, with
+///   a sentence saying what to do; the vault then skips the factor silently.
+/// - `enroll`: asks for a touch; a match proves presence and the slot is bound to
+///   the current enrollment.
+/// - `verify`: asks for a touch, up to `attempts` scans. A match returns the
+///   digest of the enrollment *as it is right after the match*: if a finger was
+///   added, removed or enrolled again since the slot was made, the digest differs,
+///   the slot fails to open, and the vault deletes it (`enrollment_changed`).
+///   `attempts` failed scans in a row → `tooManyAttempts`; hardware error or a
+///   vanished reader → `unavailable` at once, so the vault falls back quickly.
+public struct FingerprintFactor: UnlockFactor {
+    public let reader: any FingerprintReader
+    /// How long one scan waits for a finger.
+    public let scanTimeout: Duration
+    /// Scans per `enroll` / `verify` before giving up.
+    public let attempts: Int
+    public let descriptor: FactorDescriptor
+
+    public init(reader: any FingerprintReader, scanTimeout: Duration = .seconds(30), attempts: Int = 3) {
+        self.reader = reader
+        self.scanTimeout = scanTimeout
+        self.attempts = max(1, attempts)
+        self.descriptor = FactorDescriptor(
+            id: .fingerprint,
+            displayName: LocalizedText(en: "Fingerprint", nb: "Fingeravtrykk"),
+            rank: 10,
+            contribution: .presenceOnly,
+            throttle: nil)
+    }
+
+    /// The enrollment digest: SHA-256 over the (name, template id) pairs sorted by
+    /// name, each length-prefixed, under a version label. Order-independent;
+    /// changes whenever a finger is added, removed or enrolled again.
+    public static func enrollmentDigest(_ fingers: [EnrolledFinger]) -> [UInt8] {
+        var bytes = Array("sessionvault.fingerprint.enrollment.v1".utf8)
+        func field(_ s: String) {
+            let utf8 = Array(s.utf8)
+            let n = UInt32(utf8.count)
+            bytes += [UInt8(n >> 24), UInt8((n >> 16) & 0xff), UInt8((n >> 8) & 0xff), UInt8(n & 0xff)]
+            bytes += utf8
+        }
+        let sorted = fingers.sorted { ($0.name, $0.templateID) < ($1.name, $1.templateID) }
+        field(String(sorted.count))
+        for finger in sorted {
+            field(finger.name)
+            field(finger.templateID)
+        }
+        return Digest.sha256(bytes)
+    }
+
+    // MARK: - UnlockFactor
+
+    public func probe() async -> FactorPresence {
+        guard await reader.presence() == .present else { return .unavailable(Text.readerNotFound) }
+        do {
+            let fingers = try await reader.enrolledFingers()
+            return fingers.isEmpty ? .unavailable(Text.noFingers) : .available
+        } catch {
+            return .unavailable(error == .absent ? Text.readerNotFound : Text.readerBroken)
+        }
+    }
+
+    public func enroll(_ conversation: any FactorConversation) async throws(FactorError) -> FactorProof {
+        guard await reader.presence() == .present else { throw .unavailable(Text.readerNotFound) }
+        // Nothing can match without an enrolled finger: say how to add one instead of waiting for a touch.
+        if try await currentFingers().isEmpty { throw .unavailable(Text.noFingers) }
+        await conversation.show(Text.touchToEnroll)
+        for failures in 1...attempts {
+            switch await reader.scan(timeout: scanTimeout) {
+            case .match:
+                return try await proof()
+            case .noMatch:
+                if failures < attempts { await conversation.show(Text.enrollNoMatch) }
+            case .retry:
+                if failures < attempts { await conversation.show(Text.unclearScan(left: nil)) }
+            case .hardwareError:
+                throw .unavailable(Text.readerBroken)
+            case .disconnected:
+                throw .unavailable(Text.readerGoneDuringEnroll)
+            case .cancelled:
+                throw .cancelled
+            case .timeout:
+                throw .timeout
+            }
+        }
+        throw .rejected(Text.enrollGaveUp(attempts))
+    }
+
+    public func verify(_ conversation: any FactorConversation, slot: EnrolledSlot) async throws(FactorError) -> FactorProof {
+        await conversation.show(Text.touchToUnlock)
+        var failures = 0
+        while true {
+            switch await reader.scan(timeout: scanTimeout) {
+            case .match:
+                return try await proof()
+            case .noMatch:
+                failures += 1
+                await conversation.show(failures < attempts ? Text.notRecognised(left: attempts - failures) : Text.lastFailure)
+            case .retry:
+                failures += 1
+                await conversation.show(failures < attempts ? Text.unclearScan(left: attempts - failures) : Text.lastFailure)
+            case .hardwareError:
+                throw .unavailable(Text.readerBroken)
+            case .disconnected:
+                throw .unavailable(Text.readerGone)
+            case .cancelled:
+                throw .cancelled
+            case .timeout:
+                throw .timeout
+            }
+            if failures >= attempts { throw .tooManyAttempts }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The proof for a match: the enrollment as the reader reports it now.
+    private func proof() async throws(FactorError) -> FactorProof {
+        FactorProof(contribution: nil, enrollmentState: FingerprintFactor.enrollmentDigest(try await currentFingers()))
+    }
+
+    private func currentFingers() async throws(FactorError) -> [EnrolledFinger] {
+        do {
+            return try await reader.enrolledFingers()
+        } catch {
+            throw .unavailable(error == .absent ? Text.readerGone : Text.readerBroken)
+        }
+    }
+}
+
+/// Everything the factor says to a person, in English and Norwegian bokmål.
+/// Plain sentences, each with a next step.
+enum Text {
+    static let readerNotFound = LocalizedText(
+        en: "Fingerprint reader not found. Plug it in, or unlock with your PIN or with BankID or Vipps.",
+        nb: "Fant ingen fingeravtrykkleser. Koble den til, eller lås opp med PIN-koden eller med BankID eller Vipps.")
+    static let noFingers = LocalizedText(
+        en: "No fingerprints are saved on this computer yet. Add a finger in your computer's settings (Users → Fingerprint Login), then try again.",
+        nb: "Ingen fingeravtrykk er lagret på denne datamaskinen ennå. Legg til en finger i innstillingene på datamaskinen (Brukere → Fingeravtrykkpålogging), og prøv igjen.")
+    static let readerBroken = LocalizedText(
+        en: "The fingerprint reader is not working right now. Use your PIN or log in with BankID or Vipps, and try the reader again later.",
+        nb: "Fingeravtrykkleseren virker ikke akkurat nå. Bruk PIN-koden eller logg inn med BankID eller Vipps, og prøv leseren igjen senere.")
+    static let readerGone = LocalizedText(
+        en: "The fingerprint reader was disconnected. Plug it back in, or use your PIN or log in with BankID or Vipps.",
+        nb: "Fingeravtrykkleseren ble koblet fra. Koble den til igjen, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    static let readerGoneDuringEnroll = LocalizedText(
+        en: "The fingerprint reader was disconnected. Plug it back in and turn on fingerprint login again.",
+        nb: "Fingeravtrykkleseren ble koblet fra. Koble den til igjen og slå på fingeravtrykkpålogging på nytt.")
+
+    static let touchToEnroll = LocalizedText(
+        en: "Touch the fingerprint reader to turn on fingerprint login.",
+        nb: "Berør fingeravtrykkleseren for å slå på fingeravtrykkpålogging.")
+    static let touchToUnlock = LocalizedText(
+        en: "Touch the fingerprint reader to unlock.",
+        nb: "Berør fingeravtrykkleseren for å låse opp.")
+
+    static let enrollNoMatch = LocalizedText(
+        en: "That finger is not known to the reader. Touch it with a finger you have added to this computer.",
+        nb: "Den fingeren kjenner ikke leseren. Berør den med en finger du har lagt til på denne datamaskinen.")
+
+    static func enrollGaveUp(_ attempts: Int) -> LocalizedText {
+        LocalizedText(
+            en: "Fingerprint login was not turned on: the reader did not recognise your finger \(attempts) times. Check that the finger is added in your computer's settings, then try again.",
+            nb: "Fingeravtrykkpålogging ble ikke slått på: leseren kjente ikke igjen fingeren \(attempts) ganger. Sjekk at fingeren er lagt til i innstillingene på datamaskinen, og prøv igjen.")
+    }
+
+    static func notRecognised(left: Int) -> LocalizedText {
+        LocalizedText(en: "Not recognised — try again (\(triesLeft(left, .en))).",
+                      nb: "Ikke gjenkjent — prøv igjen (\(triesLeft(left, .nb))).")
+    }
+
+    /// `left` nil: no count (enrollment).
+    static func unclearScan(left: Int?) -> LocalizedText {
+        let en = "The scan was not clear — lift your finger and touch the reader again"
+        let nb = "Skanningen var utydelig — løft fingeren og berør leseren igjen"
+        guard let left else { return LocalizedText(en: en + ".", nb: nb + ".") }
+        return LocalizedText(en: "\(en) (\(triesLeft(left, .en))).", nb: "\(nb) (\(triesLeft(left, .nb))).")
+    }
+
+    static let lastFailure = LocalizedText(
+        en: "Not recognised, and that was the last try. Use your PIN or log in with BankID or Vipps instead.",
+        nb: "Ikke gjenkjent, og det var siste forsøk. Bruk PIN-koden eller logg inn med BankID eller Vipps i stedet.")
+
+    static func triesLeft(_ n: Int, _ language: Language) -> String {
+        switch language {
+        case .en: return n == 1 ? "1 try left" : "\(n) tries left"
+        case .nb: return n == 1 ? "1 forsøk igjen" : "\(n) forsøk igjen"
+        }
+    }
+}
