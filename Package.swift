@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
-            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "CVaultShims",
+            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -33,7 +33,11 @@ public struct FingerprintFactor: UnlockFactor {
             displayName: LocalizedText(en: "Fingerprint", nb: "Fingeravtrykk"),
             rank: 10,
             contribution: .presenceOnly,
-            throttle: nil)
+            throttle: nil,
+            offerAfterLogin: true,
+            offerText: LocalizedText(
+                en: "Turn on fingerprint login? Next time you can open your apps with your fingerprint instead of logging in with BankID or Vipps.",
+                nb: "Slå på innlogging med fingeravtrykk? Neste gang kan du åpne appene dine med fingeravtrykket i stedet for å logge inn med BankID eller Vipps."))
     }
 
     /// The enrollment digest: SHA-256 over the (name, template id) pairs sorted by
@@ -61,8 +65,10 @@ public struct FingerprintFactor: UnlockFactor {
     public func probe() async -> FactorPresence {
         guard await reader.presence() == .present else { return .unavailable(Text.readerNotFound) }
         do {
-            let fingers = try await reader.enrolledFingers()
-            return fingers.isEmpty ? .unavailable(Text.noFingers) : .available
+            // A reader with no fingers is still "available": `verify` must run so
+            // that a slot made for fingers that are now all gone is found stale.
+            _ = try await reader.enrolledFingers()
+            return .available
         } catch {
             return .unavailable(error == .absent ? Text.readerNotFound : Text.readerBroken)
         }
@@ -95,6 +101,11 @@ public struct FingerprintFactor: UnlockFactor {
     }
 
     public func verify(_ conversation: any FactorConversation, slot: EnrolledSlot) async throws(FactorError) -> FactorProof {
+        // Every finger was removed at the reader: nothing can match, and the slot
+        // (bound to the fingers that were there) is stale. The digest of the empty
+        // set proves nothing and opens nothing (enroll refuses an empty reader),
+        // but lets the vault see the change and clear the slot at once.
+        if try await currentFingers().isEmpty { return try await proof() }
         await conversation.show(Text.touchToUnlock)
         var failures = 0
         while true {

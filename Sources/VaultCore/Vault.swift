@@ -227,9 +227,18 @@ public actor Vault {
         let d = factor.descriptor
         let name = d.displayName
         if case .unavailable(let reason) = await factor.probe() {
-            return FactorStatus(factor: d.id, state: .unavailable, label: reason)
+            // The reason's first sentence is the short label ("Fingerprint reader not found").
+            func first(_ s: String) -> String { s.components(separatedBy: ". ").first.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 } ?? s }
+            return FactorStatus(factor: d.id, state: .unavailable, label: LocalizedText(en: first(reason.en), nb: first(reason.nb)))
         }
         guard slots[d.id.rawValue] != nil else {
+            if let stale = try? store.meta("stale:\(d.id.rawValue)"), !stale.isEmpty {
+                let why = d.id == .fingerprint
+                    ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
+                    : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
+                return FactorStatus(factor: d.id, state: .notEnrolled, label: LocalizedText(
+                    en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))"))
+            }
             return FactorStatus(factor: d.id, state: .notEnrolled,
                                 label: LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp"))
         }

@@ -13,6 +13,14 @@ struct FileConfig: Codable {
     var prompt_timeout: Int?
     var log_level: String?
     var pin: PINSection?
+    var fingerprint: FingerprintSection?
+
+    struct FingerprintSection: Codable {
+        /// "stub" (the simulated sensor; the default) or "none". fprintd comes later.
+        var reader: String?
+        var stub_state: String?
+        var scan_timeout: Int?
+    }
 
     struct PINSection: Codable {
         var min_length: Int?

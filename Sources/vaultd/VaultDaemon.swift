@@ -5,6 +5,7 @@ import Keyring
 import Logging
 import NIOCore
 import NIOPosix
+import FingerprintFactor
 import PINFactor
 import ServiceLifecycle
 import VaultCore
@@ -84,7 +85,18 @@ struct VaultDaemon: AsyncParsableCommand {
         let pin = file.pin
         let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? 5, firstDelay: pin?.first_delay ?? 30,
                                       maxDelay: pin?.max_delay ?? 86_400)
-        let factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
+        var factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
+        switch file.fingerprint?.reader ?? "stub" {
+        case "stub":
+            // The simulated sensor (driven by vault-fpstub). Without its state
+            // file there is no reader, and the fingerprint is simply not offered.
+            let reader = StubReader(path: file.fingerprint?.stub_state)
+            factors.append(FingerprintFactor(reader: reader, scanTimeout: .seconds(file.fingerprint?.scan_timeout ?? 30)))
+        case "none":
+            break
+        default:
+            Self.fail(Messages.configInvalid, detail: "fingerprint.reader must be “stub” or “none”", language: language, code: 2)
+        }
         var cost = PasswordHash.Cost.interactive
         if let mib = pin?.argon_memory_mib { cost.memLimit = mib * 1024 * 1024 }
         if let ops = pin?.argon_ops { cost.opsLimit = UInt64(max(1, ops)) }

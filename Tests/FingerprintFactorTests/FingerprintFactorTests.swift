@@ -32,12 +32,23 @@ final class FingerprintFactorTests: TempDirTestCase {
         XCTAssertTrue(why.en.hasPrefix("Fingerprint reader not found"))
     }
 
-    func testProbeWithNoFingersSaysHowToAddOne() async throws {
+    /// A plugged reader with no fingers is available (so a stale slot is found),
+    /// enrollment says how to add a finger, and verify hands back the empty
+    /// enrollment at once, without waiting for a touch that can never match.
+    func testNoFingersEnrollExplainsAndVerifyReportsTheEmptyEnrollment() async throws {
         try pluggedReader(fingers: [])
         let presence = await factor().probe()
-        guard case .unavailable(let why) = presence else { return XCTFail("\(presence)") }
-        XCTAssertTrue(why.en.contains("Add a finger"), why.en)
-        XCTAssertTrue(why.nb.contains("Legg til en finger"), why.nb)
+        XCTAssertEqual(presence, .available)
+        do {
+            _ = try await factor().enroll(ScriptedConversation())
+            XCTFail("enroll must refuse an empty reader")
+        } catch {
+            guard case .unavailable(let why) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(why.en.contains("Add a finger"), why.en)
+            XCTAssertTrue(why.nb.contains("Legg til en finger"), why.nb)
+        }
+        let proof = try await factor().verify(ScriptedConversation(), slot: EnrolledSlot(factor: .fingerprint, binding: [:]))
+        XCTAssertEqual(proof.enrollmentState, FingerprintFactor.enrollmentDigest([]))
     }
 
     func testProbeWithABrokenReader() async throws {

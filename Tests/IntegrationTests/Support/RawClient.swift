@@ -221,17 +221,26 @@ final class RawClient {
 final class PromptScript {
     var secrets: [String]
     var confirm: Bool
+    /// Values for `choice` prompts, in turn; none left → cancel.
+    var choices: [String]
+    /// Called with every prompt before it is answered (e.g. to unplug a reader mid-scan).
+    var onPrompt: ((Prompt) -> Void)?
     private(set) var prompts: [Prompt] = []
     var messages: [String] { prompts.filter { $0.kind == .message }.map(\.text) }
     var secretPrompts: Int { prompts.filter { $0.kind == .secret }.count }
+    var confirmPrompts: [String] { prompts.filter { $0.kind == .confirm }.map(\.text) }
 
-    init(secrets: [String] = [], confirm: Bool = true) {
+    init(secrets: [String] = [], confirm: Bool = true, choices: [String] = [], onPrompt: ((Prompt) -> Void)? = nil) {
         self.secrets = secrets
         self.confirm = confirm
+        self.choices = choices
+        self.onPrompt = onPrompt
     }
 
     func answer(_ prompt: Prompt) -> PromptReply {
         prompts.append(prompt)
+        onPrompt?(prompt)
+        if prompt.kind == .choice, !choices.isEmpty { return .value(.string(choices.removeFirst())) }
         switch prompt.kind {
         case .secret:
             guard !secrets.isEmpty else { return .cancel }

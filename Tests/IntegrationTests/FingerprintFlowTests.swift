@@ -1,0 +1,184 @@
+import Foundation
+import VaultClient
+import VaultProtocol
+import XCTest
+
+/// S4–S7 through a real vaultd with the stub fingerprint reader, driven by the
+/// real vault-fpstub tool, as a person and their computer would.
+final class FingerprintFlowTests: VaultdTestCase {
+    var stubPath = ""
+
+    func startWithReader(fingers: [String] = ["right-index"], plugged: Bool = true) throws -> VaultdProcess {
+        let v = try makeVaultd(config: VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"stub\"\nstub_state = \"STUB\"\nscan_timeout = 5\n")
+        stubPath = v.root + "/fpstub.json"
+        try (VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stubPath)\"\nscan_timeout = 5\n")
+            .write(toFile: v.configPath, atomically: true, encoding: .utf8)
+        if plugged { fpstub("plug") }
+        for f in fingers { fpstub("enroll-finger", f) }
+        try v.start()
+        return v
+    }
+
+    @discardableResult
+    func fpstub(_ args: String...) -> ProcessOutcome {
+        let exe = Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+        let out = (try? runProcess(exe, ["--state", stubPath] + args, env: childEnvironment([:]), timeout: 20))
+            ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
+        XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)")
+        return out
+    }
+
+    /// Imports a session, enrolls the PIN, enrolls the fingerprint (one matching scan), locks.
+    func setUpEnrolled(_ v: VaultdProcess) throws {
+        try importSession(v, account: "kari", accessToken: "AT-fp-1", refreshToken: "RT-fp-1")
+        enrollPIN(v)
+        fpstub("next", "match", "right-index")
+        let r = v.vaultctl(["enroll", "fingerprint"])
+        XCTAssertEqual(r.exit, 0, r.err)
+        XCTAssertTrue(r.out.contains("Fingerprint enabled"), r.out)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+    }
+
+    /// An interactive `session` request answered by `script`.
+    func session(_ v: VaultdProcess, _ script: PromptScript) throws -> JSON {
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: true)
+        return try c.call("session", ["account": "kari"], timeout: 60, onPrompt: script.handler)
+    }
+
+    func factorState(_ v: VaultdProcess, _ name: String) throws -> JSON? {
+        let c = try v.raw()
+        defer { c.close() }
+        return try c.call("factors").result?["factors"]?.arrayValue?.first { $0["factor"]?.stringValue == name }
+    }
+
+    func slotIDs(_ v: VaultdProcess) throws -> [String] {
+        let out = try sqlite3(v.storePath, "SELECT id FROM keyslot ORDER BY id;")
+        XCTAssertEqual(out.exit, 0, out.err)
+        return out.out.split(separator: "\n").map(String.init)
+    }
+
+    func testFingerprintComesFirstAndReleasesTheSession() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        XCTAssertEqual(try factorState(v, "fingerprint")?["label"], "Fingerprint enabled")
+        fpstub("next", "match", "right-index")
+        let script = PromptScript()
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(r.result?["access_token"], "AT-fp-1")
+        XCTAssertEqual(script.secretPrompts, 0, "no PIN, no login screen: the fingerprint came first")
+        XCTAssertTrue(script.messages.contains { $0.contains("fingerprint") }, "\(script.messages)")
+    }
+
+    func testEnrollmentChangesAreDetectedAndTheStaleSlotCleared() throws {
+        let changes: [(String, [String])] = [
+            ("a finger added", ["enroll-finger", "left-index"]),
+            ("a finger removed", ["remove-finger", "left-thumb"]),
+            ("the same finger re-enrolled", ["enroll-finger", "right-index"]),
+        ]
+        for (what, change) in changes {
+            let v = try startWithReader(fingers: ["right-index", "left-thumb"])
+            try setUpEnrolled(v)
+            XCTAssertTrue(try slotIDs(v).contains("fingerprint"))
+            _ = fpstub(change[0], change[1])
+            fpstub("next", "match", "right-index")
+            let script = PromptScript(secrets: [Self.pin])
+            let r = try session(v, script)
+            XCTAssertTrue(r.isOK, "\(what): \(r.text)")
+            XCTAssertTrue(script.messages.contains { $0.contains("Your fingerprints on this computer have changed") }, "\(what): \(script.messages)")
+            XCTAssertEqual(script.secretPrompts, 1, "\(what): the PIN came next")
+            XCTAssertFalse(try slotIDs(v).contains("fingerprint"), "\(what): the stale slot is gone from the store")
+            XCTAssertEqual(try factorState(v, "fingerprint")?["label"], "Fingerprint must be set up again (fingerprints changed)", what)
+            XCTAssertTrue(try auditEntries(v).contains { $0["event"] == "enrollment_changed" }, what)
+            v.stop()
+        }
+    }
+
+    func testAllFingersRemovedIsAChangeToo() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        fpstub("remove-finger", "right-index")
+        let script = PromptScript(secrets: [Self.pin])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertFalse(try slotIDs(v).contains("fingerprint"))
+    }
+
+    func testThreeFailedScansThenPIN() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        for _ in 0..<3 { fpstub("next", "no-match") }
+        let script = PromptScript(secrets: [Self.pin])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(script.secretPrompts, 1)
+        XCTAssertTrue(try slotIDs(v).contains("fingerprint"), "failed scans are not an enrollment change")
+    }
+
+    func testCancelThenPIN() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        fpstub("next", "cancel")
+        let script = PromptScript(secrets: [Self.pin])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(script.secretPrompts, 1, "cancel at the fingerprint → the PIN is offered")
+    }
+
+    func testHardwareErrorAndUnplugMidScanFallBackWithoutCrashing() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        fpstub("next", "error")
+        let first = PromptScript(secrets: [Self.pin])
+        XCTAssertTrue(try session(v, first).isOK)
+        XCTAssertTrue(first.messages.contains { $0.contains("not working") || $0.contains("fungerer") || $0.contains("reader") }, "\(first.messages)")
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+
+        // Nothing queued: the scan waits for a finger; the reader is pulled out meanwhile.
+        let path = stubPath
+        let second = PromptScript(secrets: [Self.pin]) { prompt in
+            if prompt.kind == .message, prompt.text.lowercased().contains("touch") {
+                let exe = Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+                _ = try? runProcess(exe, ["--state", path, "unplug"], env: childEnvironment([:]), timeout: 20)
+            }
+        }
+        let r = try session(v, second)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(second.secretPrompts, 1)
+        XCTAssertTrue(v.isRunning)
+        XCTAssertEqual(try factorState(v, "fingerprint")?["label"], "Fingerprint reader not found")
+    }
+
+    func testNoReaderMeansNoFingerprintPromptAtAll() throws {
+        let v = try startWithReader(fingers: [], plugged: false)
+        try importSession(v, account: "kari", accessToken: "AT-fp-1", refreshToken: "RT-fp-1")
+        enrollPIN(v)
+        XCTAssertEqual(try factorState(v, "fingerprint")?["state"], "unavailable")
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let script = PromptScript(secrets: [Self.pin])
+        XCTAssertTrue(try session(v, script).isOK)
+        XCTAssertFalse(script.messages.contains { $0.lowercased().contains("fingerprint") }, "\(script.messages)")
+        let enroll = v.vaultctl(["enroll", "fingerprint"])
+        XCTAssertEqual(enroll.exit, 4)
+        XCTAssertTrue(enroll.err.contains("Fingerprint reader not found"), enroll.err)
+    }
+
+    func testDisableFingerprintSendsTheNextUnlockElsewhere() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        let unlock = v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n")
+        XCTAssertEqual(unlock.exit, 0, unlock.err)
+        let r = v.vaultctl(["disable", "fingerprint"], stdin: "y\n")
+        XCTAssertEqual(r.exit, 0, r.err)
+        XCTAssertTrue(r.out.contains("Fingerprint not set up"), r.out)
+        XCTAssertFalse(try slotIDs(v).contains("fingerprint"))
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        fpstub("next", "match", "right-index")
+        let script = PromptScript(secrets: [Self.pin])
+        XCTAssertTrue(try session(v, script).isOK)
+        XCTAssertEqual(script.secretPrompts, 1, "no fingerprint prompt after disable")
+        XCTAssertEqual(v.vaultctl(["status"], env: ["LANG": "nb_NO.UTF-8"]).out.contains("Fingeravtrykk er ikke satt opp"), true)
+    }
+}
