@@ -91,7 +91,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
-            "VaultClient", "VaultProtocol", "SodiumKit",
+            "VaultClient", "VaultProtocol", "SodiumKit", "FingerprintFactor",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FingerprintFactor
 import Foundation
 import Histogram
 import Synchronization
@@ -67,6 +68,9 @@ struct VaultBench: ParsableCommand {
 
         let unlock = try measurePINUnlock(daemon.socket, rounds: quick ? 3 : 10)
         table.add("PIN unlock end to end, p50 (Argon2id 64 MiB)", ms(unlock.p50), "≤ 250 ms", unlock.p50 <= 250_000_000)
+        let fp = try measureFingerprint(daemon, rounds: quick ? 5 : 30)
+        table.add("fingerprint: scripted match → session in the app, p50", ms(fp.match.p50), "≤ 20 ms (req. 2 s)", fp.match.p50 <= 20_000_000)
+        table.add("fingerprint: hardware error → fallback offered, p50", ms(fp.fallback.p50), "≤ 50 ms (req. 1 s)", fp.fallback.p50 <= 50_000_000)
 
         let importStart = DispatchTime.now().uptimeNanoseconds
         try daemon.importSessions(count: scale - 1, prefix: "bulk")
@@ -184,6 +188,40 @@ func measurePINUnlock(_ socket: String, rounds: Int) throws -> Latency {
     return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
 }
 
+/// Enrolls the fingerprint on the stub reader (after the PIN), then times a
+/// locked `session` request from the request to the released session with a
+/// scripted match, and from the request to the PIN prompt after a hardware error.
+func measureFingerprint(_ daemon: Daemon, rounds: Int) throws -> (match: Latency, fallback: Latency) {
+    let stub = StubReader(path: daemon.stubPath)
+    _ = try stub.plug()
+    _ = try stub.enrollFinger("right-index")
+    let c = try VaultConnection(socketPath: daemon.socket)
+    try c.hello(client: "vault-bench", language: .en, interactive: true)
+    try stub.enqueue(ScriptedScan(.match, finger: "right-index"))
+    _ = try c.call("enroll", ["factor": "fingerprint"])
+    var match = Histogram<UInt64>(highestTrackableValue: 100_000_000_000)
+    var fallback = Histogram<UInt64>(highestTrackableValue: 100_000_000_000)
+    for _ in 0..<rounds {
+        _ = try c.call("lock")
+        try stub.enqueue(ScriptedScan(.match, finger: "right-index"))
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        _ = try c.call("session", ["account": "one-0"]) { _ in .none }
+        _ = match.record(DispatchTime.now().uptimeNanoseconds - t0)
+
+        _ = try c.call("lock")
+        try stub.enqueue(ScriptedScan(.error))
+        let t1 = DispatchTime.now().uptimeNanoseconds
+        var offered: UInt64 = 0
+        _ = try? c.call("session", ["account": "one-0"]) { prompt in
+            if prompt.kind == .secret, offered == 0 { offered = DispatchTime.now().uptimeNanoseconds - t1 }
+            return prompt.kind == .secret ? .value(.string("482915")) : .none
+        }
+        _ = fallback.record(offered)
+    }
+    return (Latency(p50: match.valueAtPercentile(50), p99: match.valueAtPercentile(99)),
+            Latency(p50: fallback.valueAtPercentile(50), p99: fallback.valueAtPercentile(99)))
+}
+
 // MARK: - The daemon under test
 
 struct BenchError: Error, CustomStringConvertible {
@@ -195,6 +233,7 @@ final class Daemon {
     let binary: String
     let dir: String
     let socket: String
+    var stubPath: String { dir + "/fpstub.json" }
     var process: Process?
 
     init(binary: String) throws {
@@ -202,7 +241,8 @@ final class Daemon {
         dir = NSTemporaryDirectory() + "vault-bench-\(getpid())"
         socket = dir + "/run/vault.sock"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n".write(toFile: dir + "/config.toml", atomically: true, encoding: .utf8)
+        try "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n[fingerprint]\nreader = \"stub\"\nstub_state = \"\(dir)/fpstub.json\"\n"
+            .write(toFile: dir + "/config.toml", atomically: true, encoding: .utf8)
         try start()
     }
 
