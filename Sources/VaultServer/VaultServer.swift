@@ -44,9 +44,10 @@ public final class VaultServer: Sendable {
     /// Closes every client connection; their open questions count as cancelled.
     public func closeConnections() { router.connections.closeAll() }
 
-    /// Binds the socket; the returned channel closes when the server stops.
-    public func start() async throws(ServerStartError) -> any Channel {
-        try Self.prepare(socketPath: socketPath)
+    /// Binds the socket (or adopts the one systemd passed, `activatedFD`); the
+    /// returned channel closes when the server stops.
+    public func start(activatedFD: CInt? = nil) async throws(ServerStartError) -> any Channel {
+        if activatedFD == nil { try Self.prepare(socketPath: socketPath) }
         let router = self.router
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -61,11 +62,16 @@ public final class VaultServer: Sendable {
             }
         let channel: any Channel
         do {
-            channel = try await bootstrap.bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: false).get()
+            if let fd = activatedFD {
+                // systemd made the socket (SocketMode=0600, DirectoryMode=0700).
+                channel = try await bootstrap.withBoundSocket(fd).get()
+            } else {
+                channel = try await bootstrap.bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: false).get()
+                chmod(socketPath, 0o600)
+            }
         } catch {
             throw .bind("\(error)")
         }
-        chmod(socketPath, 0o600)
         logger.info("listening", metadata: ["socket": "\(socketPath)"])
         return channel
     }

@@ -108,12 +108,13 @@ struct VaultDaemon: AsyncParsableCommand {
                                    config: vaultConfig, logger: logger, language: language)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let server = VaultServer(vault: vault, socketPath: socketPath, group: group, logger: logger,
-                                 promptTimeout: vaultConfig.promptTimeout)
+        let activated = Systemd.activatedSocket()
+        let server = VaultServer(vault: vault, socketPath: activated.flatMap(Systemd.socketPath(of:)) ?? socketPath, group: group,
+                                 logger: logger, promptTimeout: vaultConfig.promptTimeout)
         // The socket is bound inside the service group, so SIGTERM/SIGINT are
         // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [
-            ListenerService(server: server, vault: vault, logger: logger, language: language),
+            ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated),
             IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
         ]
         let serviceGroup = ServiceGroup(configuration: .init(
@@ -176,24 +177,29 @@ struct ListenerService: Service {
     let vault: Vault
     let logger: Logger
     let language: Language
+    /// The socket systemd passed (socket activation), if any: not ours to unlink.
+    let activatedFD: CInt?
 
     func run() async throws {
         let channel: any Channel
         do {
-            channel = try await server.start()
+            channel = try await server.start(activatedFD: activatedFD)
         } catch {
             VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
         }
         let locked = await vault.isLocked
-        logger.notice("vaultd ready", metadata: ["socket": "\(server.socketPath)", "locked": "\(locked)"])
+        logger.notice("vaultd ready", metadata: ["socket": "\(server.socketPath)", "locked": "\(locked)",
+                                                "activated": "\(activatedFD != nil)"])
+        Systemd.notify("READY=1\nSTATUS=Serving \(server.socketPath)")
         try await withGracefulShutdownHandler {
             try await channel.closeFuture.get()
         } onGracefulShutdown: {
             channel.close(promise: nil)
         }
+        Systemd.notify("STOPPING=1")
         await vault.lock(reason: "shutdown")
         server.closeConnections()
-        unlink(server.socketPath)
+        if activatedFD == nil { unlink(server.socketPath) }
     }
 }
 

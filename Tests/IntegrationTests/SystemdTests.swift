@@ -1,0 +1,89 @@
+import Foundation
+import VaultProtocol
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Desktop integration: socket activation, readiness notification, no core dumps.
+final class SystemdTests: VaultdTestCase {
+    func testSocketActivationWithSystemdSocketActivate() throws {
+        let activate = "/usr/bin/systemd-socket-activate"
+        guard FileManager.default.isExecutableFile(atPath: activate) else {
+            throw XCTSkip("systemd-socket-activate is not installed (Debian's systemd package)")
+        }
+        let v = try makeVaultd()
+        try FileManager.default.createDirectory(atPath: v.runDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: activate)
+        // vaultd is started on the first connection, with the socket as fd 3.
+        p.arguments = ["-l", v.socketPath, "--", Binaries.vaultd] + v.arguments()
+        p.environment = v.environment()
+        let log = FileHandle(forWritingAtPath: v.logPath)
+        p.standardError = log
+        p.standardOutput = log
+        try p.run()
+        defer {
+            if p.isRunning { p.terminate() }
+            p.waitUntilExit()
+        }
+        XCTAssertTrue(waitUntil(timeout: 10, interval: 0.05) { FileManager.default.fileExists(atPath: v.socketPath) })
+        let c = try v.raw()
+        defer { c.close() }
+        let r = try c.hello(interactive: false, timeout: 20)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(try c.call("status").result?["locked"], false)
+        XCTAssertTrue(v.log.contains("activated=true"), v.log)
+    }
+
+    func testReadyAndStoppingAreNotified() throws {
+        let v = try makeVaultd()
+        let path = v.root + "/notify.sock"
+        let fd = socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        func receive() -> String? {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 10_000) > 0 else { return nil }
+            var buf = [UInt8](repeating: 0, count: 512)
+            let n = recv(fd, &buf, buf.count, 0)
+            return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
+        }
+        try v.start(env: ["NOTIFY_SOCKET": path])
+        XCTAssertTrue(receive()?.hasPrefix("READY=1") ?? false)
+        v.stop()
+        XCTAssertEqual(receive(), "STOPPING=1")
+    }
+
+    func testNoCoreDumps() throws {
+        let v = try startVaultd()
+        let limits = try String(contentsOfFile: "/proc/\(v.pid)/limits", encoding: .utf8)
+        let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") } ?? ""
+        let numbers = core.split(separator: " ").filter { Int($0) != nil }
+        XCTAssertEqual(numbers, ["0", "0"], "RLIMIT_CORE soft and hard are 0: \(core)")
+    }
+
+    func testUnitFilesDeclareWhatTheDaemonDoes() throws {
+        let root = TestProvider.packageRoot + "/dist/systemd/"
+        let service = try String(contentsOfFile: root + "vaultd.service", encoding: .utf8)
+        let socket = try String(contentsOfFile: root + "vaultd.socket", encoding: .utf8)
+        for line in ["Type=notify", "LimitCORE=0", "NoNewPrivileges=yes", "MemoryDenyWriteExecute=yes"] {
+            XCTAssertTrue(service.contains(line), line)
+        }
+        for line in ["ListenStream=%t/sessionvault/vault.sock", "SocketMode=0600", "DirectoryMode=0700"] {
+            XCTAssertTrue(socket.contains(line), line)
+        }
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
+            let out = try runProcess("/usr/bin/systemd-analyze", ["verify", "--user", root + "vaultd.socket"], env: childEnvironment([:]), timeout: 30)
+            XCTAssertFalse(out.err.contains("Unknown key"), out.err)
+            XCTAssertFalse(out.err.contains("Unknown section"), out.err)
+        }
+    }
+}
