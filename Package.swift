@@ -73,6 +73,8 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
+        // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
+        .target(name: "ExternalFactor", dependencies: ["VaultFactor"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "CVaultShims",
@@ -98,5 +100,9 @@ let package = Package(
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
+        // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
+        .testTarget(name: "FactorContractTests", dependencies: [
+            "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "ExternalFactor", "SodiumKit",
+        ]),
     ]
 )
