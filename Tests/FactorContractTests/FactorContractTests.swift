@@ -21,12 +21,18 @@ struct FactorContract {
 
         /// `backupPIN`: also register a PIN (for the "skipped by the policy" case).
         init(_ kind: HarnessKind, backupPIN: Bool = false) async throws {
-            fixture = try VaultFixture()
-            harness = try await kind.type.make(in: fixture.dir)
-            var factors: [any UnlockFactor] = [harness.factor]
-            if backupPIN { factors.append(PINFactor(throttle: contractThrottle)) }
-            vault = try fixture.vault(factors)
-            _ = try await vault.importSession(importRequest(), conversation: ScriptedClient())
+            let fixture = try VaultFixture()
+            do {
+                harness = try await kind.type.make(in: fixture.dir)
+                var factors: [any UnlockFactor] = [harness.factor]
+                if backupPIN { factors.append(PINFactor(throttle: contractThrottle)) }
+                vault = try fixture.vault(factors)
+                _ = try await vault.importSession(importRequest(), conversation: ScriptedClient())
+            } catch {
+                fixture.cleanup()   // the test's `defer` never runs when setting up fails
+                throw error
+            }
+            self.fixture = fixture
         }
 
         func enroll() async throws {
