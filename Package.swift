@@ -74,9 +74,11 @@ let package = Package(
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
         .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
+        // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
+        .target(name: "ExternalFactor", dependencies: ["VaultFactor"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
-            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "CVaultShims",
+            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -104,5 +106,9 @@ let package = Package(
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
+        // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
+        .testTarget(name: "FactorContractTests", dependencies: [
+            "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "FingerprintFactor", "ExternalFactor", "SodiumKit",
+        ]),
     ]
 )

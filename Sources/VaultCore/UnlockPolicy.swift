@@ -146,7 +146,11 @@ extension Vault {
                 slots[slot.id] = nil
                 try? store.setMeta("stale:\(slot.id)", [1])
                 audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "slot_removed", requester: conversation.requester)
-                return .next(VaultFailure(.enrollmentChanged))
+                if d.id == .fingerprint { return .next(VaultFailure(.enrollmentChanged)) }
+                let name = d.displayName
+                return .next(VaultFailure(.enrollmentChanged, message: LocalizedText(
+                    en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
+                    nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen.")))
             }
         }
     }

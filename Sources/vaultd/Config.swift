@@ -14,6 +14,15 @@ struct FileConfig: Codable {
     var log_level: String?
     var pin: PINSection?
     var fingerprint: FingerprintSection?
+    var plugins: PluginsSection?
+
+    struct PluginsSection: Codable {
+        /// Where `vault-factor-NAME` executables are looked for
+        /// (default: $XDG_DATA_HOME/sessionvault/plugins).
+        var dir: String?
+        var probe_timeout: Int?
+        var timeout: Int?
+    }
 
     struct FingerprintSection: Codable {
         /// "stub" (the simulated sensor; the default) or "none". fprintd comes later.

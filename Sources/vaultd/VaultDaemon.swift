@@ -5,6 +5,7 @@ import Keyring
 import Logging
 import NIOCore
 import NIOPosix
+import ExternalFactor
 import FingerprintFactor
 import PINFactor
 import ServiceLifecycle
@@ -96,6 +97,23 @@ struct VaultDaemon: AsyncParsableCommand {
             break
         default:
             Self.fail(Messages.configInvalid, detail: "fingerprint.reader must be “stub” or “none”", language: language, code: 2)
+        }
+        // External factors (docs/plugins.md): unsafe files are refused with a logged reason.
+        let pluginDir = file.plugins?.dir ?? dataDir + "/plugins"
+        if FileManager.default.fileExists(atPath: pluginDir) {
+            let pluginLogger = logger
+            let options = ExternalFactor.Options(
+                timeouts: .init(probe: .seconds(file.plugins?.probe_timeout ?? 5), operation: .seconds(file.plugins?.timeout ?? 60)),
+                throttle: throttle,
+                log: { record in
+                    let level: Logger.Level = record.level == .error ? .error : record.level == .warning ? .warning : record.level == .info ? .info : .debug
+                    pluginLogger.log(level: level, "\(record.message)", metadata: record.metadata.mapValues { .string($0) })
+                })
+            let discovery = await ExternalFactor.discover(directory: pluginDir, options: options)
+            for refusal in discovery.refused {
+                logger.warning("plugin refused", metadata: ["path": "\(refusal.path)", "reason": "\(refusal.reason)"])
+            }
+            factors += discovery.factors as [any UnlockFactor]
         }
         var cost = PasswordHash.Cost.interactive
         if let mib = pin?.argon_memory_mib { cost.memLimit = mib * 1024 * 1024 }

@@ -1,0 +1,228 @@
+import ExternalFactor
+import Foundation
+import Logging
+import Synchronization
+import VaultCore
+import VaultFactor
+import VaultStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A client conversation that answers from a script and records what it was asked and shown.
+final class ScriptedClient: ClientConversation, Sendable {
+    enum Answer: Sendable, Equatable {
+        case secret(String)
+        case confirm(Bool)
+        /// The person cancels the prompt.
+        case cancel
+    }
+
+    let language: Language
+    let isInteractive: Bool
+    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/contract-test-app")
+    private let repeating: Answer?
+    private let delay: Duration?
+    private let state: Mutex<(answers: [Answer], prompts: [String], shown: [String])>
+
+    /// `repeating` answers every prompt after the script runs out (else: cancel).
+    /// `delay` is how long the "person" takes to answer each prompt.
+    init(_ answers: [Answer] = [], repeating: Answer? = nil, interactive: Bool = true,
+         language: Language = .en, delay: Duration? = nil) {
+        self.isInteractive = interactive
+        self.language = language
+        self.repeating = repeating
+        self.delay = delay
+        state = Mutex((answers, [], []))
+    }
+
+    /// The prompts asked (English text), in order.
+    var prompts: [String] { state.withLock { $0.prompts } }
+    var asked: Int { state.withLock { $0.prompts.count } }
+    var shown: [String] { state.withLock { $0.shown } }
+
+    func show(_ message: LocalizedText) async { state.withLock { $0.shown.append(message.en) } }
+
+    private func next(_ prompt: LocalizedText) async -> Answer {
+        let answer = state.withLock { s -> Answer in
+            s.prompts.append(prompt.en)
+            return s.answers.isEmpty ? (repeating ?? .cancel) : s.answers.removeFirst()
+        }
+        if let delay { try? await Task.sleep(for: delay) }
+        return answer
+    }
+
+    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
+        guard isInteractive else { throw .notInteractive }
+        guard case .secret(let s) = await next(prompt) else { throw .cancelled }
+        do { return try SecureBytes.utf8(s) } catch { throw .cancelled }
+    }
+
+    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        guard isInteractive else { throw .notInteractive }
+        guard case .confirm(let yes) = await next(prompt) else { throw .cancelled }
+        return yes
+    }
+}
+
+/// A real store in a temp dir and a random device key, like vaultd's (see Tests/VaultCoreTests).
+struct VaultFixture {
+    let dir: String
+    let store: VaultStore
+    let deviceKey: SecureBytes
+    static let logger: Logger = {
+        var l = Logger(label: "factor-contract")
+        l.logLevel = .critical
+        return l
+    }()
+
+    init() throws {
+        dir = TempDir.make("vault")
+        store = try VaultStore(path: dir + "/vault.sqlite")
+        deviceKey = try SecureBytes.random(count: 32)
+    }
+
+    func vault(_ factors: [any UnlockFactor]) throws -> Vault {
+        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Self.logger)
+    }
+
+    /// A second vault on the same files, as after a restart of vaultd.
+    func restarted(_ factors: [any UnlockFactor]) throws -> Vault {
+        let again = try VaultStore(path: dir + "/vault.sqlite")
+        return try Vault(store: again, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Self.logger)
+    }
+
+    func cleanup() { TempDir.remove(dir) }
+}
+
+func importRequest(account: String = "kari", token: String = "T1") -> ImportRequest {
+    ImportRequest(issuer: "https://login.example.org", clientID: "app", account: account, name: "Kari Nordmann",
+                  refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)
+}
+
+/// The VaultFailure a call ends with, or nil when it succeeds.
+func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+    do {
+        try await body()
+        return nil
+    } catch let f as VaultFailure {
+        return f
+    } catch {
+        return VaultFailure(.internal, message: LocalizedText(en: "unexpected \(error)", nb: "uventet \(error)"))
+    }
+}
+
+enum TempDir {
+    /// A fresh 0700 directory (plugin safety checks refuse anything looser).
+    static func make(_ label: String) -> String {
+        let path = NSTemporaryDirectory() + "factor-contract-\(label)-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        chmod(path, 0o700)
+        return path
+    }
+
+    static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A plugin directory holding a copy of Tests/plugins/vault-factor-pytest, and
+/// the JSON state file that scripts it.
+final class PluginSandbox: Sendable {
+    static let source: String = {
+        // Tests/FactorContractTests/Support.swift → Tests/plugins/vault-factor-pytest
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        return tests.appendingPathComponent("plugins/vault-factor-pytest").path
+    }()
+
+    let root: String
+    let pluginDir: String
+    let statePath: String
+    var pluginPath: String { pluginDir + "/vault-factor-pytest" }
+    private let records = Mutex<[ExternalFactor.LogRecord]>([])
+
+    /// In `parent` (which must be private: 0700) or a fresh temp dir.
+    init(in parent: String? = nil, state: [String: Any] = [:]) throws {
+        if let parent {
+            root = parent + "/plugin-sandbox"
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+            chmod(root, 0o700)
+        } else {
+            root = TempDir.make("plugin")
+        }
+        pluginDir = root + "/plugins"
+        statePath = root + "/state.json"
+        try FileManager.default.createDirectory(atPath: pluginDir, withIntermediateDirectories: false)
+        chmod(pluginDir, 0o700)
+        try FileManager.default.copyItem(atPath: Self.source, toPath: pluginPath)
+        chmod(pluginPath, 0o755)
+        try write(state)
+    }
+
+    /// Replaces the plugin's state (read by the plugin on every run).
+    func write(_ state: [String: Any]) throws {
+        var s = state
+        if s["pid_dir"] == nil { s["pid_dir"] = root }
+        let data = try JSONSerialization.data(withJSONObject: s)
+        try data.write(to: URL(fileURLWithPath: statePath), options: .atomic)
+    }
+
+    func update(_ changes: [String: Any]) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: statePath))
+        var s = (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+        for (k, v) in changes { s[k] = v }
+        try write(s)
+    }
+
+    var log: [ExternalFactor.LogRecord] { records.withLock { $0 } }
+
+    func options(probe: Duration = .seconds(20), operation: Duration = .seconds(30),
+                 throttle: ThrottlePolicy = ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120)) -> ExternalFactor.Options {
+        // /usr/bin first: Debian's python3 starts in a tenth of the time of a pyenv shim.
+        let path = "/usr/bin:/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "")
+        return ExternalFactor.Options(
+            timeouts: .init(probe: probe, operation: operation),
+            throttle: throttle,
+            environment: ["VAULT_FACTOR_PYTEST_STATE": statePath, "PATH": path],
+            log: { [self] record in self.records.withLock { $0.append(record) } })
+    }
+
+    /// Discovers the directory and expects exactly the one plugin.
+    func load(_ options: ExternalFactor.Options? = nil) async throws -> ExternalFactor {
+        let found = await ExternalFactor.discover(directory: pluginDir, options: options ?? self.options())
+        guard found.refused.isEmpty, found.factors.count == 1 else {
+            throw SandboxError(description: "expected one plugin, got \(found.factors.map(\.name)), refused: \(found.refused)")
+        }
+        return found.factors[0]
+    }
+
+    /// The pids the "hang" mode wrote: the plugin and its child.
+    func hangPIDs() -> [pid_t]? {
+        guard let text = try? String(contentsOfFile: root + "/hang.pids", encoding: .utf8) else { return nil }
+        let pids = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pid_t($0) }
+        return pids.count == 2 ? pids : nil
+    }
+
+    func cleanup() { TempDir.remove(root) }
+}
+
+struct SandboxError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Waits up to `seconds` for a process to stop running (SIGKILL is not instantaneous).
+func stopsRunning(_ pid: pid_t, within seconds: Double = 2) -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while isRunning(pid) {
+        if Date() > end { return false }
+        usleep(10_000)
+    }
+    return true
+}
+
+/// Gone, or a zombie nobody reaps (a container's PID 1 may not): either way not running.
+func isRunning(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 else { return false }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(close, offsetBy: 2)]
+    return state != "Z" && state != "X"
+}
