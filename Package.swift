@@ -18,6 +18,10 @@ let package = Package(
         .executable(name: "vault-bench", targets: ["vault-bench"]),
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultFactor", targets: ["VaultFactor"]),
+        // For the fuzzers in Fuzz/ (a separate package, so normal builds never link libFuzzer).
+        .library(name: "VaultProtocol", targets: ["VaultProtocol"]),
+        .library(name: "ExternalFactor", targets: ["ExternalFactor"]),
+        .library(name: "DaemonConfig", targets: ["DaemonConfig"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -77,7 +81,13 @@ let package = Package(
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
         .target(name: "ExternalFactor", dependencies: ["VaultFactor"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
+        // vaultd's config file and paths, in a library so the fuzzer can reach the parser.
+        .target(name: "DaemonConfig", dependencies: [
+            "VaultProtocol", .product(name: "TOMLKit", package: "TOMLKit"),
+        ], swiftSettings: strict),
+
         .executableTarget(name: "vaultd", dependencies: [
+            "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

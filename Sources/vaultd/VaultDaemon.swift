@@ -1,5 +1,6 @@
 import ArgumentParser
 import CVaultShims
+import DaemonConfig
 import Foundation
 import Keyring
 import Logging

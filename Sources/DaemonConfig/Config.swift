@@ -1,0 +1,216 @@
+import Foundation
+import TOMLKit
+import VaultProtocol
+
+/// `config.toml`, every key optional. See docs/operations.md for the reference.
+public struct FileConfig: Codable, Sendable {
+    public init() {}
+    public var socket: String?
+    public var data_dir: String?
+    public var keyring: String?
+    public var idle_timeout: Int?
+    public var prompt_timeout: Int?
+    public var log_level: String?
+    public var pin: PINSection?
+    public var fingerprint: FingerprintSection?
+    public var plugins: PluginsSection?
+
+    public struct PluginsSection: Codable, Sendable {
+        /// Where `vault-factor-NAME` executables are looked for
+        /// (default: $XDG_DATA_HOME/sessionvault/plugins).
+        public var dir: String?
+        public var probe_timeout: Int?
+        public var timeout: Int?
+    }
+
+    public struct FingerprintSection: Codable, Sendable {
+        /// "stub" (the simulated sensor; the default) or "none". fprintd comes later.
+        public var reader: String?
+        public var stub_state: String?
+        public var scan_timeout: Int?
+    }
+
+    public struct PINSection: Codable, Sendable {
+        public var min_length: Int?
+        public var free_attempts: Int?
+        public var first_delay: Int?
+        public var max_delay: Int?
+        public var argon_memory_mib: Int?
+        public var argon_ops: Int?
+    }
+
+    public static func load(path: String) throws(ConfigError) -> FileConfig {
+        guard FileManager.default.fileExists(atPath: path) else { return FileConfig() }
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError(detail: "\(path): cannot be read")
+        }
+        do {
+            return try parse(text)
+        } catch {
+            throw ConfigError(detail: "\(path): \(error.detail)")
+        }
+    }
+
+    /// Parses config text; every failure becomes a `ConfigError` naming what is wrong.
+    public static func parse(_ input: String) throws(ConfigError) -> FileConfig {
+        // Editors may save a byte-order mark; TOML does not expect one.
+        let text = input.hasPrefix("\u{FEFF}") ? String(input.dropFirst()) : input
+        // TOML allows no raw control characters but tab and line ends, and the
+        // parser inside TOMLKit (toml++) aborts the process on some of them
+        // (found by fuzzing: "[\u{2}\n"). Refuse them here with the line number.
+        var line = 1
+        for scalar in text.unicodeScalars {
+            if scalar == "\n" { line += 1; continue }
+            if (scalar.value < 0x20 && scalar != "\t" && scalar != "\r") || scalar.value == 0x7F {
+                throw ConfigError(detail: "line \(line): a control character (U+\(String(scalar.value, radix: 16, uppercase: true))) is not allowed")
+            }
+        }
+        try checkHeadersAndKeys(text)
+        do {
+            return try TOMLDecoder().decode(FileConfig.self, from: text)
+        } catch let e as TOMLParseError {
+            throw ConfigError(detail: "line \(e.source.begin.line): \(e.description)")
+        } catch let e as DecodingError {
+            throw ConfigError(detail: describe(e))
+        } catch {
+            throw ConfigError(detail: "\(error)")
+        }
+    }
+
+    /// toml++ asserts (aborting the process) on some malformed table headers and
+    /// keys instead of reporting them (found by fuzzing). Our config only uses
+    /// bare keys, so table headers and the key of every `key = value` line are
+    /// checked here first; everything else is left to the TOML parser.
+    static func checkHeadersAndKeys(_ text: String) throws(ConfigError) {
+        func isBare(_ c: Unicode.Scalar) -> Bool {
+            (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c == "_" || c == "-"
+        }
+        func isDottedKey(_ s: Substring) -> Bool {
+            let parts = s.split(separator: ".", omittingEmptySubsequences: false)
+            return !parts.isEmpty && parts.allSatisfy { part in
+                let t = part.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+                return !t.isEmpty && t.unicodeScalars.allSatisfy(isBare)
+            }
+        }
+        // Every line is blank, a # comment, a [table] header, or `key = value`:
+        // the config needs nothing else (no multi-line strings or arrays).
+        let space = CharacterSet(charactersIn: " \t")
+        // Split on scalars: as Characters, "\r\n" is one grapheme and never equals "\n".
+        for (n, scalars) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let raw = String(String.UnicodeScalarView(scalars))
+            // TOML's whitespace is space and tab only; anything else stays and is checked.
+            let line = raw.trimmingCharacters(in: CharacterSet(charactersIn: " \t\r"))
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("[") {
+                let body = line.split(separator: "#", maxSplits: 1)[0].trimmingCharacters(in: space)
+                let isArray = body.hasPrefix("[[")
+                let open = isArray ? 2 : 1
+                guard body.hasSuffix(isArray ? "]]" : "]"), body.count > 2 * open,
+                      isDottedKey(body.dropFirst(open).dropLast(open)[...]) else {
+                    throw ConfigError(detail: "line \(n + 1): a table header like [pin] was expected")
+                }
+                continue
+            }
+            guard let eq = line.firstIndex(of: "="), isDottedKey(line[..<eq]) else {
+                throw ConfigError(detail: "line \(n + 1): “key = value” was expected (keys use letters, digits, “_” and “-”)")
+            }
+            let value = line[line.index(after: eq)...].trimmingCharacters(in: space)
+            guard isSimpleValue(value) else {
+                throw ConfigError(detail: "line \(n + 1): the value must be a whole number, true or false, or \"text in quotes\"")
+            }
+        }
+    }
+
+    /// A whole number, a boolean, or a one-line string, then an optional comment:
+    /// all this file needs, and a subset the TOML parser handles without trouble.
+    static func isSimpleValue(_ value: String) -> Bool {
+        var rest = Substring(value)
+        if rest.hasPrefix("\"") || rest.hasPrefix("'") {
+            let quote = rest.first ?? "\""
+            rest = rest.dropFirst()
+            var escaped = false
+            var closed = false
+            while let c = rest.first {
+                rest = rest.dropFirst()
+                if quote == "\"", escaped {
+                    guard "\"\\bfnrt".contains(c) else { return false }
+                    escaped = false
+                } else if quote == "\"", c == "\\" {
+                    escaped = true
+                } else if c == quote {
+                    closed = true
+                    break
+                }
+            }
+            guard closed else { return false }
+        } else if rest.hasPrefix("true") {
+            rest = rest.dropFirst(4)
+        } else if rest.hasPrefix("false") {
+            rest = rest.dropFirst(5)
+        } else {
+            if rest.hasPrefix("-") || rest.hasPrefix("+") { rest = rest.dropFirst() }
+            let digits = rest.prefix { $0.isASCII && $0.isNumber }
+            guard !digits.isEmpty, digits.count <= 18 else { return false }
+            rest = rest.dropFirst(digits.count)
+        }
+        let tail = rest.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+        return tail.isEmpty || tail.hasPrefix("#")
+    }
+
+    /// TOMLKit reports a wrong type as a missing key; name the key and the expected type instead.
+    public static func describe(_ e: DecodingError) -> String {
+        switch e {
+        case .keyNotFound(let key, let ctx):
+            let path = (ctx.codingPath.map(\.stringValue) + [key.stringValue]).joined(separator: ".")
+            return "“\(path)” has the wrong type or is missing"
+        case .valueNotFound(_, let ctx):
+            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))” has no value"
+        case .typeMismatch(let type, let ctx):
+            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))” must be \(type)"
+        case .dataCorrupted(let ctx):
+            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))”: \(ctx.debugDescription)"
+        default:
+            return "a value has the wrong type"
+        }
+    }
+}
+
+public struct ConfigError: Error, Sendable {
+    public var detail: String
+}
+
+/// Where things live: flag, then environment, then config file, then XDG default.
+public struct Paths {
+    public var socket: String
+    public var dataDir: String
+    public var configFile: String
+
+    public static func env(_ key: String) -> String? {
+        guard let v = ProcessInfo.processInfo.environment[key], !v.isEmpty else { return nil }
+        return v
+    }
+
+    public static func home() -> String { env("HOME") ?? NSHomeDirectory() }
+
+    public static func defaultConfigFile() -> String {
+        if let c = env("SESSIONVAULT_CONFIG") { return c }
+        let base = env("XDG_CONFIG_HOME") ?? home() + "/.config"
+        return base + "/sessionvault/config.toml"
+    }
+
+    public static func defaultDataDir() -> String {
+        let base = env("XDG_DATA_HOME") ?? home() + "/.local/share"
+        return base + "/sessionvault"
+    }
+
+    /// `$XDG_RUNTIME_DIR/sessionvault/vault.sock`; without a runtime dir, a
+    /// per-user directory under /tmp (checked for ownership before use).
+    public static func defaultSocket() -> String {
+        if let s = env("SESSIONVAULT_SOCKET") { return s }
+        if let r = env("XDG_RUNTIME_DIR") { return r + "/sessionvault/vault.sock" }
+        return "/tmp/sessionvault-\(getuid())/vault.sock"
+    }
+}
