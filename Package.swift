@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
     ],
     targets: [
         // C libraries from apt, found through pkg-config.
@@ -86,6 +88,16 @@ let package = Package(
             "VaultProtocol", .product(name: "TOMLKit", package: "TOMLKit"),
         ], swiftSettings: strict),
 
+        // Built-in local OpenID Connect providers (Demo BankID, Demo Vipps) for `vaultd --demo`.
+        .target(name: "DemoProviders", dependencies: [
+            "VaultProtocol", "SodiumKit",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),  // RSA key generation (jwt-kit has none)
+        ], swiftSettings: strict),
+
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "CVaultShims",
@@ -115,6 +127,13 @@ let package = Package(
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
+        .testTarget(name: "DemoProvidersTests", dependencies: [
+            "DemoProviders", "VaultProtocol", "SodiumKit",
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [
