@@ -121,7 +121,7 @@ let package = Package(
         ], swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
-        .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol"]),
+        .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "DaemonConfig"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
         .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor"]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
