@@ -14,6 +14,32 @@ public struct FileConfig: Codable, Sendable {
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?
+    /// `[providers.NAME]` tables: BankID, Vipps, ID-porten or any OIDC issuer.
+    public var providers: [String: ProviderSection]?
+
+    public struct ProviderSection: Codable, Sendable {
+        /// bankid | vipps | idporten | generic (default: the table's name when built in, else generic).
+        public var profile: String?
+        /// test | production (built-in profiles' issuers).
+        public var environment: String?
+        /// Overrides the profile's issuer (required for generic).
+        public var issuer: String?
+        public var display_name: String?
+        public var client_id: String?
+        /// A confidential client's secret (better: a gateway that holds it).
+        public var client_secret: String?
+        /// basic (default) | post
+        public var client_auth: String?
+        /// Gateway mode: the backend that holds the client secret.
+        public var gateway: String?
+        /// A fixed loopback port, for providers that need the exact redirect URI registered.
+        public var redirect_port: Int?
+        public var redirect_path: String?
+        public var min_acr: String?
+        public var min_age: Int?
+        public var request_timeout: Int?
+        public var redirect_timeout: Int?
+    }
 
     public struct PluginsSection: Codable, Sendable {
         /// Where `vault-factor-NAME` executables are looked for

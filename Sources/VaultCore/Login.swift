@@ -12,6 +12,25 @@ extension Vault {
 
     func loginSlotID(_ provider: String) -> String { Vault.loginSlotPrefix + provider }
 
+    /// The slot for logins that prove a national identity number: one per
+    /// person, whichever provider (BankID, Vipps, ID-porten) they use.
+    static let personSlotID = loginSlotPrefix + "person"
+
+    /// Which slot a login opens, and what it proves: the person (a device-keyed
+    /// hash of the national ID, never the number) or the provider's (issuer,
+    /// stable subject).
+    func loginSlot(for login: VerifiedLogin) throws(VaultFailure) -> (id: String, proof: FactorProof) {
+        if let nin = login.nationalID {
+            do {
+                let person = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/person/v1"), .secret(nin)])
+                return (Vault.personSlotID, FactorProof(binding: ["person": Digest.hex(person.unsafeCopyToArray())]))
+            } catch {
+                throw .internal()
+            }
+        }
+        return (loginSlotID(login.provider), FactorProof(binding: ["issuer": login.issuer, "subject": login.subject]))
+    }
+
     public struct ProviderStatus: Sendable {
         public var id: String
         public var name: String
@@ -20,12 +39,16 @@ extension Vault {
     }
 
     public func providerStatuses() -> [ProviderStatus] {
-        providers.loginProviders.map { ProviderStatus(id: $0.id, name: $0.displayName, unlocks: slots[loginSlotID($0.id)] != nil) }
+        providers.loginProviders.map { ProviderStatus(id: $0.id, name: $0.displayName, unlocks: canUnlock($0)) }
     }
 
-    /// Providers with a login slot: the ones whose login can unlock this vault.
+    func canUnlock(_ provider: any IdentityProvider) -> Bool {
+        slots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && slots[Vault.personSlotID] != nil)
+    }
+
+    /// Providers whose login can unlock this vault.
     var loginProvidersWithSlots: [any IdentityProvider] {
-        providers.loginProviders.filter { slots[loginSlotID($0.id)] != nil }
+        providers.loginProviders.filter { canUnlock($0) }
     }
 
     public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
@@ -66,8 +89,7 @@ extension Vault {
     /// (unlocked) the provider's login slot, or creates it on the first login,
     /// then stores the session.
     func adopt(_ login: VerifiedLogin, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
-        let slotID = loginSlotID(login.provider)
-        let proof = FactorProof(binding: ["issuer": login.issuer, "subject": login.subject])
+        let (slotID, proof) = try loginSlot(for: login)
         if let slot = slots[slotID] {
             guard let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) else {
                 audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)

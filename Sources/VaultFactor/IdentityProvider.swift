@@ -9,6 +9,10 @@ public protocol IdentityProvider: Sendable {
     var displayName: String { get }
     /// Vipps issues no refresh tokens: its session ends with the access token.
     var issuesRefreshTokens: Bool { get }
+    /// Whether a login proves a national identity number (BankID, Vipps,
+    /// ID-porten do). Such logins can open the person's login slot whichever
+    /// of these providers the person uses.
+    var provesNationalID: Bool { get }
 
     /// A full interactive login: sends the authorization URL through
     /// `conversation.openURL`, waits for the loopback redirect, exchanges the
@@ -26,6 +30,10 @@ public protocol IdentityProvider: Sendable {
     /// RFC 7009 revocation when the provider advertises it. Best effort:
     /// returns true when the provider confirmed, false otherwise.
     func revoke(token: String, isRefreshToken: Bool) async -> Bool
+}
+
+extension IdentityProvider {
+    public var provesNationalID: Bool { false }
 }
 
 /// A login the provider verified.

@@ -6,6 +6,8 @@ import Keyring
 import Logging
 import NIOCore
 import NIOPosix
+import OIDCFactor
+import DemoProviders
 import ExternalFactor
 import FingerprintFactor
 import PINFactor
@@ -42,6 +44,9 @@ struct VaultDaemon: AsyncParsableCommand {
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error.")
     var logLevel: String?
+
+    @Flag(help: "Demo mode: built-in “Demo BankID” and “Demo Vipps” providers on 127.0.0.1 with synthetic people. Nothing real.")
+    var demo = false
 
     mutating func run() async throws {
         umask(0o077)
@@ -122,9 +127,40 @@ struct VaultDaemon: AsyncParsableCommand {
         let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
                                       promptTimeout: file.prompt_timeout ?? 120)
 
+        // Identity providers: the configured ones, or the built-in demo ones.
+        let http = OIDCHTTPClient()
+        var profiles: [ProviderProfile]
+        var demoProviders: DemoProviders?
+        if demo {
+            do {
+                let d = try await DemoProviders.start(group: MultiThreadedEventLoopGroup.singleton)
+                demoProviders = d
+                var bankid = ProviderProfile.bankID(.test, clientID: d.bankID.clientID)
+                var vipps = ProviderProfile.vipps(.test, clientID: d.vipps.clientID)
+                bankid.issuer = d.bankID.issuer
+                bankid.discoveryURL = d.bankID.discoveryURL
+                bankid.displayName = d.bankID.displayName
+                vipps.issuer = d.vipps.issuer
+                vipps.discoveryURL = d.vipps.discoveryURL
+                vipps.displayName = d.vipps.displayName
+                profiles = [bankid, vipps]
+                logger.notice("demo mode: Demo BankID and Demo Vipps on 127.0.0.1 (synthetic people only)",
+                              metadata: ["bankid": "\(d.bankID.issuer)", "vipps": "\(d.vipps.issuer)"])
+            } catch {
+                Self.fail(Messages.standard(.internal), detail: "demo providers: \(error)", language: language, code: 2)
+            }
+        } else {
+            let (configured, problems) = ProviderDirectory.profiles(from: file.providers ?? [:])
+            if !problems.isEmpty {
+                Self.fail(Messages.configInvalid, detail: problems.joined(separator: "; "), language: language, code: 2)
+            }
+            profiles = configured
+        }
+        let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger)
+
         let storePath = dataDir + "/vault.sqlite"
         let vault = Self.openVault(storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors,
-                                   config: vaultConfig, logger: logger, language: language)
+                                   config: vaultConfig, logger: logger, language: language, providers: directory)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
@@ -141,6 +177,7 @@ struct VaultDaemon: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         try await serviceGroup.run()
+        try? await demoProviders?.shutdown()
         // The event loop is left to die with the process: request tasks that
         // were still running must not find it shut down under them.
         logger.notice("vaultd stopped; the vault key was wiped")
@@ -150,7 +187,7 @@ struct VaultDaemon: AsyncParsableCommand {
     /// just made) the old store can never open again: it is moved aside, not
     /// deleted, and a fresh vault starts, so the person goes straight to login.
     static func openVault(storePath: String, deviceKey: SecureBytes, deviceKeyIsNew: Bool, factors: [any UnlockFactor],
-                          config: VaultConfig, logger: Logger, language: Language) -> Vault {
+                          config: VaultConfig, logger: Logger, language: Language, providers: any IdentityProviderDirectory) -> Vault {
         for round in 0..<2 {
             let store: VaultStore
             do {
@@ -161,7 +198,8 @@ struct VaultDaemon: AsyncParsableCommand {
                 fail(message, detail: "\(error)", language: language, code: 4)
             }
             do {
-                return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger)
+                return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger,
+                                 providers: providers)
             } catch {
                 if case .deviceKeyMismatch = error, deviceKeyIsNew, round == 0 {
                     let stamp = Int(Date().timeIntervalSince1970)

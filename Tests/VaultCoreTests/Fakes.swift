@@ -66,13 +66,18 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
         var revoked: [String] = []
         var accessTTL: Int64 = 3600
         var generation = 0
+        /// The national ID this provider's logins prove (nil: none).
+        var nationalID: String?
     }
     let state = Mutex(State())
 
-    init(id: String = "bankid", name: String = "BankID", refreshTokens: Bool = true) {
+    let provesNationalID: Bool
+
+    init(id: String = "bankid", name: String = "BankID", refreshTokens: Bool = true, provesNationalID: Bool = false) {
         self.id = id
         self.displayName = name
         self.issuesRefreshTokens = refreshTokens
+        self.provesNationalID = provesNationalID
     }
 
     func set(_ body: (inout State) -> Void) { state.withLock { body(&$0) } }
@@ -85,15 +90,15 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
     }
 
     func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin {
-        let (error, subject, generation) = state.withLock { s -> (VaultFailure?, String, Int) in
+        let (error, subject, generation, nin) = state.withLock { s -> (VaultFailure?, String, Int, String?) in
             s.generation += 1
-            return (s.loginError, s.subject, s.generation)
+            return (s.loginError, s.subject, s.generation, s.nationalID)
         }
         try? await conversation.openURL("https://idp.example.test/authorize?state=x", LocalizedText(en: "Log in", nb: "Logg inn"))
         if let error { throw error }
         return VerifiedLogin(provider: id, providerName: displayName, issuer: "https://idp.example.test/\(id)", clientID: "app",
                              subject: subject, name: "Kari Nordmann", claims: ["org": "Mentorhuset", "roles": ["peer_mentor"]],
-                             nationalID: nil, acr: nil, tokens: grant(generation))
+                             nationalID: nin.flatMap { try? SecureBytes.utf8($0) }, acr: nil, tokens: grant(generation))
     }
 
     func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {

@@ -64,6 +64,33 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(try fx.store.sessions().count, 1, "nothing stored from a login that could not unlock")
     }
 
+    /// The same person through another provider: logins that prove a national
+    /// ID share one person slot, so a first login with Vipps lets BankID unlock later.
+    func testThePersonNotTheProviderOpensThePersonSlot() async throws {
+        let vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false, provesNationalID: true)
+        let bankid = FakeIdentityProvider(provesNationalID: true)
+        vipps.set { $0.nationalID = "15838512329"; $0.subject = "vipps-sub" }
+        bankid.set { $0.nationalID = "15838512329"; $0.subject = "bankid-altsub" }
+        let dir = FakeDirectory(providers: [bankid, vipps])
+        let vault = try fx.vault([pin], providers: dir)
+        _ = try await vault.login(provider: "vipps", conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["pin", "login:person"])
+        XCTAssertFalse(try fx.store.keyslots().contains { $0.binding.contains("15838512329") }, "never the number in clear")
+
+        await vault.lock(reason: "test")
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let unlocked = await vault.isLocked
+        XCTAssertFalse(unlocked, "BankID proves the same person")
+
+        await vault.lock(reason: "test")
+        bankid.set { $0.nationalID = "01929023583" }
+        let f = await failure { _ = try await vault.login(provider: "bankid", conversation: ScriptedClient()) }
+        XCTAssertEqual(f?.code, .loginFailed, "another person is refused")
+        let stillLocked = await vault.isLocked
+        XCTAssertTrue(stillLocked)
+    }
+
     func testFailedLoginLeavesNothingBehind() async throws {
         let bankid = FakeIdentityProvider()
         bankid.set { $0.loginError = VaultFailure(.tokenInvalid) }

@@ -29,7 +29,7 @@ final class TestProvider {
     }
 
     /// The scripted browser vaultctl is given with `--browser`.
-    static var browser: String { packageRoot + "/Tests/providers/test_browser.py" }
+    static var browser: String { packageRoot + "/scripts/demo-browser" }
 
     init(profile: String, arguments: [String] = []) throws {
         guard let python = TestProvider.python else {
