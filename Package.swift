@@ -27,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // C libraries from apt, found through pkg-config.
@@ -73,6 +75,15 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
+        // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
+        .target(name: "OIDCFactor", dependencies: [
+            "VaultFactor",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Plugins/OIDCFactor", swiftSettings: strict),
 
         .executableTarget(name: "vaultd", dependencies: [
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "CVaultShims",
@@ -94,6 +105,14 @@ let package = Package(
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
+        .testTarget(name: "OIDCFactorTests", dependencies: [
+            "OIDCFactor", "VaultFactor",
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
