@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
     ],
@@ -98,9 +99,20 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),  // RSA key generation (jwt-kit has none)
         ], swiftSettings: strict),
 
+        // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
+        .target(name: "OIDCFactor", dependencies: [
+            "VaultFactor",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], path: "Plugins/OIDCFactor", swiftSettings: strict),
+
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
-            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "CVaultShims",
+            "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
+            "DemoProviders", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -124,6 +136,14 @@ let package = Package(
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "DaemonConfig"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
         .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor"]),
+        .testTarget(name: "OIDCFactorTests", dependencies: [
+            "OIDCFactor", "VaultFactor",
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),

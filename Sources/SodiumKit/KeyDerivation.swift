@@ -85,6 +85,15 @@ public enum Digest {
         return out
     }
 
+    /// SHA-512 (e.g. an OpenID Connect `at_hash` for Ed25519-signed tokens).
+    public static func sha512(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha512_BYTES))
+        data.withUnsafeBytes { d in
+            _ = crypto_hash_sha512(&out, d.bytes, UInt64(d.count))
+        }
+        return out
+    }
+
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits: [Character] = Array("0123456789abcdef")
         var s = ""

@@ -101,6 +101,60 @@ public enum Messages {
         return "\(s) \(sUnit)"
     }
 
+    // Identity providers (BankID, Vipps, ID-porten, any OpenID Connect issuer).
+    // `provider` and `alternatives` are display names ("BankID", "Vipps").
+
+    /// "BankID login was cancelled" (S8, verbatim for BankID and Vipps).
+    public static func loginCancelled(provider: String) -> LocalizedText {
+        LocalizedText(en: "\(provider) login was cancelled", nb: "\(provider)-innloggingen ble avbrutt")
+    }
+
+    /// "BankID is temporarily unavailable. Try Vipps instead or retry later" (S8, verbatim).
+    public static func providerUnavailable(provider: String, alternatives: [String]) -> LocalizedText {
+        if alternatives.isEmpty {
+            return LocalizedText(en: "\(provider) is temporarily unavailable. Please retry later",
+                                 nb: "\(provider) er midlertidig utilgjengelig. Prøv igjen senere")
+        }
+        return LocalizedText(
+            en: "\(provider) is temporarily unavailable. Try \(alternatives.joined(separator: " or ")) instead or retry later",
+            nb: "\(provider) er midlertidig utilgjengelig. Prøv \(alternatives.joined(separator: " eller ")) i stedet, eller prøv igjen senere")
+    }
+
+    /// The prompt that goes with the authorization URL.
+    public static func openBrowserToLogIn(provider: String) -> LocalizedText {
+        LocalizedText(en: "Log in with \(provider) in your browser.", nb: "Logg inn med \(provider) i nettleseren.")
+    }
+
+    /// The login was verified but weaker than this step requires (a configured minimum `acr`).
+    public static func loginTooWeak(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "This step needs a stronger \(provider) login than the one used. Please log in again with \(provider)",
+            nb: "Dette steget krever en sterkere \(provider)-innlogging enn den som ble brukt. Logg inn på nytt med \(provider)")
+    }
+
+    /// A client that cannot show prompts asked for a browser login.
+    public static func loginNeedsBrowser(provider: String) -> LocalizedText {
+        LocalizedText(en: "Logging in with \(provider) needs a browser. Start the login from an app or from “vaultctl login”",
+                      nb: "Innlogging med \(provider) krever en nettleser. Start innloggingen fra en app eller med «vaultctl login»")
+    }
+
+    /// A login with a fixed redirect port while another login still waits for its browser.
+    public static let loginAlreadyWaiting = LocalizedText(
+        en: "Another login is already waiting in your browser. Finish or close it, then try again",
+        nb: "En annen innlogging venter allerede i nettleseren. Fullfør eller lukk den, og prøv igjen")
+
+    /// The page the browser shows after the redirect.
+    public static func browserLoggedIn(provider: String) -> LocalizedText {
+        LocalizedText(en: "You are logged in with \(provider). You can close this window and go back to the app.",
+                      nb: "Du er logget inn med \(provider). Du kan lukke dette vinduet og gå tilbake til appen.")
+    }
+    public static let browserCloseWindow = LocalizedText(
+        en: "You can close this window and go back to the app.",
+        nb: "Du kan lukke dette vinduet og gå tilbake til appen.")
+    public static let browserAlreadyHandled = LocalizedText(
+        en: "This login has already been handled. You can close this window.",
+        nb: "Denne innloggingen er allerede behandlet. Du kan lukke dette vinduet.")
+
     // Outside the protocol: what vaultd and vaultctl say about their surroundings.
 
     public static let daemonNotRunning = LocalizedText(

@@ -1,0 +1,147 @@
+import JWTKit
+import VaultFactor
+
+/// Where verification keys come from: the provider's JWKS (cached), refetched
+/// once when a token names a key we do not have.
+protocol KeySource: Sendable {
+    func keys(refresh: Bool) async throws(KeySourceFailure) -> KeySet
+}
+
+struct KeySourceFailure: Error, Equatable {
+    var transport: OIDCHTTPClient.Failure?
+    var reason: String
+}
+
+/// ID token validation per OpenID Connect Core §3.1.3.7, without trusting jwt-kit
+/// for anything but the signature arithmetic.
+struct IDTokenVerifier: Sendable {
+    var issuer: String
+    var clientID: String
+    var trustedAudiences: Set<String>
+    var allowedAlgorithms: Set<SigningAlgorithm>
+    var clockSkew: Int64
+
+    enum Failure: Error, Equatable {
+        /// The token is not acceptable. The reason is for diagnostics only and
+        /// never contains token material.
+        case invalid(String)
+        /// The keys could not be fetched.
+        case keysUnavailable(KeySourceFailure)
+    }
+
+    /// Verifies signature and claims; returns the payload's claims.
+    /// `nonce`: the login's nonce (nil only for tokens from a refresh).
+    /// `accessToken`: checked against `at_hash` when the token carries one.
+    func verify(_ token: String, nonce: String?, accessToken: String?, now: Int64,
+                keys source: any KeySource) async throws(Failure) -> [String: JSON] {
+        guard let jws = CompactJWS(token) else { throw .invalid("malformed JWS") }
+        let algorithm = try checkHeader(jws.header)
+        let kid: String?
+        if let k = jws.header["kid"] {
+            guard let s = k.stringValue else { throw .invalid("kid is not a string") }
+            kid = s
+        } else {
+            kid = nil
+        }
+
+        // Select the key ourselves (jwt-kit would fall back to a default key).
+        var key: VerificationKey?
+        for refresh in [false, true] {
+            let set: KeySet
+            do { set = try await source.keys(refresh: refresh) } catch { throw .keysUnavailable(error) }
+            switch set.select(kid: kid, algorithm: algorithm) {
+            case .key(let k): key = k
+            case .unusable: throw .invalid("no unambiguous key for kid and alg")
+            case .unknownKid: continue
+            }
+            if key != nil { break }
+        }
+        guard let key else { throw .invalid("unknown kid after one JWKS refetch") }
+        guard key.algorithm == algorithm else { throw .invalid("key algorithm differs from header") }
+
+        let valid: Bool
+        do { valid = try key.verifier.verify(jws.signature, signs: jws.signingInput) } catch { valid = false }
+        guard valid else { throw .invalid("bad signature") }
+
+        try checkClaims(jws.payload, algorithm: algorithm, nonce: nonce, accessToken: accessToken, now: now)
+        return jws.payload
+    }
+
+    /// The header's `alg` must be one the profile allows, before any verification.
+    func checkHeader(_ header: [String: JSON]) throws(Failure) -> SigningAlgorithm {
+        guard let name = header["alg"]?.stringValue else { throw .invalid("no alg") }
+        guard let algorithm = SigningAlgorithm(rawValue: name), allowedAlgorithms.contains(algorithm) else {
+            throw .invalid("alg \(name.prefix(16)) not allowed")
+        }
+        // RFC 7515 §4.1.11: extensions we do not understand must make us reject.
+        if header["crit"] != nil { throw .invalid("crit header") }
+        return algorithm
+    }
+
+    func checkClaims(_ claims: [String: JSON], algorithm: SigningAlgorithm, nonce: String?, accessToken: String?,
+                     now: Int64) throws(Failure) {
+        guard claims["iss"]?.stringValue == issuer else { throw .invalid("iss") }
+        guard let sub = claims["sub"]?.stringValue, !sub.isEmpty else { throw .invalid("sub") }
+
+        // aud: a string or a non-empty array of strings naming us; any other
+        // audience must be explicitly trusted, and then azp must name us.
+        let audiences: [String]
+        switch claims["aud"] {
+        case .string(let s)?: audiences = [s]
+        case .array(let a)?:
+            let strings = a.compactMap(\.stringValue)
+            guard strings.count == a.count, !strings.isEmpty else { throw .invalid("aud") }
+            audiences = strings
+        default: throw .invalid("aud")
+        }
+        guard audiences.contains(clientID) else { throw .invalid("aud does not contain client") }
+        for a in audiences where a != clientID && !trustedAudiences.contains(a) {
+            throw .invalid("untrusted extra audience")
+        }
+        if let azp = claims["azp"] {
+            guard azp.stringValue == clientID else { throw .invalid("azp") }
+        } else if Set(audiences).count > 1 {
+            throw .invalid("several audiences and no azp")
+        }
+
+        guard let exp = numericDate(claims["exp"]) else { throw .invalid("exp missing") }
+        guard now < exp + clockSkew else { throw .invalid("expired") }
+        guard let iat = numericDate(claims["iat"]) else { throw .invalid("iat missing") }
+        guard iat <= now + clockSkew else { throw .invalid("iat in the future") }
+        if let nbfValue = claims["nbf"] {
+            guard let nbf = numericDate(nbfValue), nbf <= now + clockSkew else { throw .invalid("nbf") }
+        }
+
+        if let nonce {
+            guard let got = claims["nonce"]?.stringValue, constantTimeEquals(got, nonce) else {
+                throw .invalid("nonce")
+            }
+        }
+
+        if let atHash = claims["at_hash"] {
+            guard let accessToken, let got = atHash.stringValue else { throw .invalid("at_hash") }
+            guard constantTimeEquals(got, IDTokenVerifier.tokenHash(accessToken, algorithm: algorithm)) else {
+                throw .invalid("at_hash mismatch")
+            }
+        }
+    }
+
+    /// OIDC Core §3.1.3.6: base64url of the left half of the hash the signing
+    /// algorithm uses (SHA-256 for RS256/ES256, SHA-512 for Ed25519).
+    static func tokenHash(_ token: String, algorithm: SigningAlgorithm) -> String {
+        let digest: [UInt8]
+        switch algorithm {
+        case .rs256, .es256: digest = Digest.sha256(Array(token.utf8))
+        case .edDSA: digest = Digest.sha512(Array(token.utf8))
+        }
+        return Base64URL.encode(Array(digest.prefix(digest.count / 2)))
+    }
+
+    private func numericDate(_ value: JSON?) -> Int64? {
+        switch value {
+        case .int(let i)?: return i
+        case .double(let d)? where d.isFinite && abs(d) < 9.0e15: return Int64(d.rounded(.down))
+        default: return nil
+        }
+    }
+}

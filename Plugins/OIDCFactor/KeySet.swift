@@ -1,0 +1,152 @@
+import JWTKit
+import VaultFactor
+
+/// One verification key from a provider's JWKS, with its algorithm fixed.
+struct VerificationKey: Sendable {
+    let kid: String?
+    let algorithm: SigningAlgorithm
+    let verifier: any JWTAlgorithm
+}
+
+/// A provider's signing keys, parsed by us (strict JSON) and handed to jwt-kit
+/// one key at a time.
+///
+/// jwt-kit 5.8.0 pitfalls this type exists to avoid (see PLATFORM.md):
+/// - an unknown `kid` silently falls back to the collection's default key, so we
+///   never ask a collection to pick a key: each key gets its own collection and
+///   we select by `kid` ourselves, which also lets an unknown `kid` trigger a refetch;
+/// - there is no algorithm allowlist, so every key gets an algorithm here (from
+///   the JWK or inferred from its type and curve) and must be in the profile's set;
+///   the token header's `alg` must equal the key's before any verification;
+/// - a key without `alg` would take its algorithm from the first token seen (and
+///   cache it even if verification fails), so no key reaches jwt-kit without one.
+struct KeySet: Sendable {
+    var keys: [VerificationKey]
+    /// How many JWKs were skipped (wrong use, disallowed alg, unsupported or malformed).
+    var skipped: Int
+
+    enum Problem: Error, Equatable {
+        case malformed(String)
+    }
+
+    static func parse(_ body: [UInt8], allowed: Set<SigningAlgorithm>) async throws(Problem) -> KeySet {
+        let json: JSON
+        do { json = try JSON.parse(body) } catch { throw .malformed("not JSON") }
+        guard let list = json["keys"]?.arrayValue else { throw .malformed("no keys array") }
+        var keys: [VerificationKey] = []
+        var skipped = 0
+        for (index, entry) in list.enumerated() {
+            if let key = await makeKey(entry, index: index, allowed: allowed) {
+                keys.append(key)
+            } else {
+                skipped += 1
+            }
+        }
+        return KeySet(keys: keys, skipped: skipped)
+    }
+
+    private static func makeKey(_ entry: JSON, index: Int, allowed: Set<SigningAlgorithm>) async -> VerificationKey? {
+        guard case .object(let o) = entry, let kty = o["kty"]?.stringValue else { return nil }
+        if let use = o["use"] { guard use.stringValue == "sig" else { return nil } }
+        if let ops = o["key_ops"] {
+            guard let list = ops.arrayValue?.compactMap(\.stringValue), list.contains("verify") else { return nil }
+        }
+        // A published private key is a provider bug; never build a signer from one.
+        if o["d"] != nil { return nil }
+        let kid: String?
+        if let k = o["kid"] {
+            guard let s = k.stringValue else { return nil }
+            kid = s
+        } else {
+            kid = nil
+        }
+        let crv = o["crv"]?.stringValue
+
+        // The algorithm: the JWK's own, or inferred from type and curve.
+        let algorithm: SigningAlgorithm
+        if let a = o["alg"] {
+            guard let s = a.stringValue, let alg = SigningAlgorithm(rawValue: s) else { return nil }
+            algorithm = alg
+        } else {
+            switch (kty, crv) {
+            case ("RSA", _): algorithm = .rs256
+            case ("EC", "P-256"): algorithm = .es256
+            case ("OKP", "Ed25519"): algorithm = .edDSA
+            default: return nil
+            }
+        }
+        guard allowed.contains(algorithm) else { return nil }
+
+        // jwt-kit needs a kid to store a JWK; a kid-less key gets a private one
+        // that no token header can name (it is only used when the header has no kid).
+        let identifier = JWKIdentifier(string: kid ?? "\u{0}sessionvault-unnamed-\(index)")
+        let jwk: JWK
+        switch (algorithm, kty) {
+        case (.rs256, "RSA"):
+            guard let n = o["n"]?.stringValue, let e = o["e"]?.stringValue else { return nil }
+            jwk = JWK.rsa(.rs256, identifier: identifier, modulus: n, exponent: e)
+        case (.es256, "EC"):
+            guard crv == "P-256", let x = o["x"]?.stringValue, let y = o["y"]?.stringValue else { return nil }
+            jwk = JWK.ecdsa(.es256, identifier: identifier, x: x, y: y, curve: .p256)
+        case (.edDSA, "OKP"):
+            guard crv == "Ed25519", let x = o["x"]?.stringValue else { return nil }
+            jwk = JWK.octetKeyPair(.eddsa, identifier: identifier, x: x, y: nil, curve: .ed25519)
+        default:
+            return nil  // alg and kty disagree
+        }
+        do {
+            let collection = JWTKeyCollection()
+            try await collection.add(jwk: jwk)
+            let verifier = try await collection.getKey(for: identifier, alg: algorithm.rawValue)
+            return VerificationKey(kid: kid, algorithm: algorithm, verifier: verifier)
+        } catch {
+            return nil
+        }
+    }
+
+    enum Selection {
+        case key(VerificationKey)
+        /// No key with this kid (or, without a kid, none for the alg): worth one JWKS refetch.
+        case unknownKid
+        /// The kid exists but for another algorithm, or several keys match.
+        case unusable
+    }
+
+    func select(kid: String?, algorithm: SigningAlgorithm) -> Selection {
+        if let kid {
+            let named = keys.filter { $0.kid == kid }
+            if named.isEmpty { return .unknownKid }
+            let matching = named.filter { $0.algorithm == algorithm }
+            return matching.count == 1 ? .key(matching[0]) : .unusable
+        }
+        let matching = keys.filter { $0.algorithm == algorithm }
+        switch matching.count {
+        case 0: return .unknownKid
+        case 1: return .key(matching[0])
+        default: return .unusable
+        }
+    }
+}
+
+/// A compact JWS split into its parts, with header and payload parsed by our
+/// strict JSON parser (duplicate keys refused).
+struct CompactJWS {
+    let header: [String: JSON]
+    let payload: [String: JSON]
+    let signingInput: [UInt8]
+    let signature: [UInt8]
+
+    init?(_ token: String) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+              let h = Base64URL.decode(parts[0]), let p = Base64URL.decode(parts[1]),
+              let s = Base64URL.decode(parts[2]), !s.isEmpty,
+              case .object(let header)? = try? JSON.parse(h),
+              case .object(let payload)? = try? JSON.parse(p)
+        else { return nil }
+        self.header = header
+        self.payload = payload
+        self.signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        self.signature = s
+    }
+}

@@ -1,0 +1,334 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+import VaultFactor
+
+/// The page the browser shows after the redirect: plain HTML, no scripts, no
+/// links, no styles from elsewhere. Says in the person's language what happened.
+struct BrowserPage: Sendable {
+    var status: HTTPResponseStatus
+    var language: Language
+    var heading: String
+    var message: String
+
+    func html() -> [UInt8] {
+        let lang = language.rawValue
+        let text = """
+            <!DOCTYPE html>
+            <html lang="\(lang)">
+            <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">\
+            <title>\(BrowserPage.escape(heading))</title></head>
+            <body>
+            <main>
+            <h1>\(BrowserPage.escape(heading))</h1>
+            <p>\(BrowserPage.escape(message))</p>
+            </main>
+            </body>
+            </html>
+
+            """
+        return Array(text.utf8)
+    }
+
+    static func escape(_ s: String) -> String {
+        var out = ""
+        for c in s {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+
+    static func notFound(_ language: Language) -> BrowserPage {
+        BrowserPage(status: .notFound, language: language, heading: "SessionVault",
+                    message: language == .nb ? "Siden finnes ikke." : "There is nothing here.")
+    }
+}
+
+/// An RFC 8252 loopback redirect listener on 127.0.0.1 (ephemeral or fixed port).
+///
+/// It hands exactly one request on the redirect path to the login flow, holds
+/// that browser request open until the flow says how the login ended, then
+/// answers it with a page and closes everything. Other paths get 404; later
+/// redirects get "already handled". Requests whose `Host` is not the loopback
+/// address (a DNS-rebinding page) are refused.
+final class LoopbackListener: Sendable {
+    struct Redirect: Sendable {
+        var query: [(String, String)]
+    }
+
+    enum StartError: Error, Equatable {
+        case portInUse
+        case failed
+    }
+
+    enum WaitError: Error, Equatable {
+        case timeout
+        case cancelled
+    }
+
+    private enum Phase {
+        case listening
+        case redirected
+        case finished
+    }
+
+    private struct State {
+        var phase: Phase = .listening
+        var received: Redirect?
+        var waitError: WaitError?
+        var waiter: CheckedContinuation<Result<Redirect, WaitError>, Never>?
+        var reply: EventLoopPromise<BrowserPage>?
+        var replyChannel: ObjectIdentifier?
+        var children: [ObjectIdentifier: any Channel] = [:]
+    }
+
+    let redirectURI: String
+    let port: Int
+    let path: String
+    let language: Language
+    private let host = "127.0.0.1"
+    private let state = Mutex(State())
+    private let serverChannel = Mutex<(any Channel)?>(nil)
+    private let eventLoop: any EventLoop
+
+    private init(port: Int, path: String, language: Language, eventLoop: any EventLoop) {
+        self.port = port
+        self.path = path
+        self.language = language
+        self.redirectURI = "http://127.0.0.1:\(port)\(path)"
+        self.eventLoop = eventLoop
+    }
+
+    /// Binds the listener. Port 0 means an ephemeral port.
+    static func start(group: any EventLoopGroup, port: UInt16, path: String,
+                      language: Language) async throws(StartError) -> LoopbackListener {
+        let box = ListenerBox()
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    guard let listener = box.listener else { throw ChannelError.ioOnClosedChannel }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(RedirectHandler(listener: listener))
+                    listener.register(channel)
+                }
+            }
+            .childChannelOption(.maxMessagesPerRead, value: 1)
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.bind(host: "127.0.0.1", port: Int(port)).get()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw .portInUse
+        } catch {
+            throw .failed
+        }
+        guard let bound = channel.localAddress?.port else {
+            try? await channel.close()
+            throw .failed
+        }
+        let listener = LoopbackListener(port: bound, path: path, language: language, eventLoop: channel.eventLoop)
+        listener.serverChannel.withLock { $0 = channel }
+        box.listener = listener
+        return listener
+    }
+
+    fileprivate func register(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let accepted = state.withLock { s -> Bool in
+            guard s.phase != .finished else { return false }
+            s.children[id] = channel
+            return true
+        }
+        if !accepted {
+            channel.close(promise: nil)
+            return
+        }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.state.withLock { $0.children.removeValue(forKey: id) }
+        }
+    }
+
+    /// Called on the child channel's event loop for each complete request.
+    fileprivate func handle(_ head: HTTPRequestHead, channel: any Channel) -> EventLoopFuture<BrowserPage> {
+        let loop = channel.eventLoop
+        // Split path and query; the path must match exactly.
+        let uri = head.uri
+        let pathPart: Substring
+        let queryPart: Substring
+        if let q = uri.firstIndex(of: "?") {
+            pathPart = uri[..<q]
+            queryPart = uri[uri.index(after: q)...]
+        } else {
+            pathPart = uri[...]
+            queryPart = ""
+        }
+        guard head.method == .GET, pathPart == path else {
+            return loop.makeSucceededFuture(.notFound(language))
+        }
+        // DNS rebinding: a page on another origin cannot make its requests carry this Host.
+        let hostHeader = head.headers["host"]
+        guard hostHeader.count == 1, hostHeader[0] == "\(host):\(port)" else {
+            return loop.makeSucceededFuture(BrowserPage(
+                status: .badRequest, language: language, heading: "SessionVault",
+                message: language == .nb ? "Ugyldig forespørsel." : "Invalid request."))
+        }
+        let query = FormEncoding.parseQuery(queryPart) ?? [("\u{0}malformed", "")]
+        let promise = loop.makePromise(of: BrowserPage.self)
+        let id = ObjectIdentifier(channel)
+        let (accepted, waiter) = state.withLock { s -> (Bool, CheckedContinuation<Result<Redirect, WaitError>, Never>?) in
+            guard s.phase == .listening else { return (false, nil) }
+            s.phase = .redirected
+            s.reply = promise
+            s.replyChannel = id
+            let redirect = Redirect(query: query)
+            if let w = s.waiter {
+                s.waiter = nil
+                return (true, w)
+            }
+            s.received = redirect
+            return (true, nil)
+        }
+        guard accepted else {
+            promise.succeed(BrowserPage(status: .ok, language: language, heading: "SessionVault",
+                                        message: Messages.browserAlreadyHandled.text(language)))
+            return promise.futureResult
+        }
+        waiter?.resume(returning: .success(Redirect(query: query)))
+        return promise.futureResult
+    }
+
+    /// Waits for the redirect. `timeout`: the login is abandoned (S8: 5 minutes).
+    func nextRedirect(timeout: Duration) async throws(WaitError) -> Redirect {
+        let timer = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak self] in
+            self?.failWait(.timeout)
+        }
+        defer { timer.cancel() }
+        let outcome: Result<Redirect, WaitError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (cont: CheckedContinuation<Result<Redirect, WaitError>, Never>) in
+                let immediate = state.withLock { s -> Result<Redirect, WaitError>? in
+                    if let r = s.received {
+                        s.received = nil
+                        return .success(r)
+                    }
+                    if let e = s.waitError { return .failure(e) }
+                    s.waiter = cont
+                    return nil
+                }
+                if let immediate { cont.resume(returning: immediate) }
+            }
+        } onCancel: {
+            self.failWait(.cancelled)
+        }
+        return try outcome.get()
+    }
+
+    private func failWait(_ error: WaitError) {
+        let waiter = state.withLock { s -> CheckedContinuation<Result<Redirect, WaitError>, Never>? in
+            guard s.phase == .listening, s.waitError == nil else { return nil }
+            s.waitError = error
+            s.phase = .finished  // a redirect arriving now is too late
+            let w = s.waiter
+            s.waiter = nil
+            return w
+        }
+        waiter?.resume(returning: .failure(error))
+    }
+
+    /// Answers the waiting browser request (if any) with `page`, stops listening
+    /// and closes every connection. Safe to call more than once.
+    func finish(_ page: BrowserPage) async {
+        let (reply, replyChannel, children, waiter) = state.withLock { s in
+            s.phase = .finished
+            if s.waitError == nil { s.waitError = .cancelled }
+            let taken = (s.reply, s.replyChannel, s.children, s.waiter)
+            s.reply = nil
+            s.waiter = nil
+            s.children = [:]
+            return taken
+        }
+        waiter?.resume(returning: .failure(.cancelled))
+        reply?.succeed(page)
+        let server = serverChannel.withLock { c -> (any Channel)? in
+            let taken = c
+            c = nil
+            return taken
+        }
+        if let server { try? await server.close() }
+        for (id, child) in children where id != replyChannel {
+            child.close(promise: nil)
+        }
+    }
+}
+
+/// Lets the child initializer reach the listener, which exists only after bind.
+private final class ListenerBox: Sendable {
+    private let value = Mutex<LoopbackListener?>(nil)
+    var listener: LoopbackListener? {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
+    }
+}
+
+private final class RedirectHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let listener: LoopbackListener
+    private var head: HTTPRequestHead?
+
+    init(listener: LoopbackListener) {
+        self.listener = listener
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+        case .body:
+            break  // a redirect has no body; anything sent is dropped, never buffered
+        case .end:
+            guard let h = head else { return }
+            head = nil
+            let future = listener.handle(h, channel: context.channel)
+            let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+            future.whenComplete { result in
+                let (context, handler) = bound.value
+                let page: BrowserPage
+                switch result {
+                case .success(let p): page = p
+                case .failure: page = .notFound(handler.listener.language)
+                }
+                handler.respond(context: context, page: page)
+            }
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, page: BrowserPage) {
+        let body = page.html()
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "text/html; charset=utf-8")
+        headers.add(name: "content-length", value: String(body.count))
+        headers.add(name: "cache-control", value: "no-store")
+        headers.add(name: "pragma", value: "no-cache")
+        headers.add(name: "content-security-policy", value: "default-src 'none'; frame-ancestors 'none'")
+        headers.add(name: "referrer-policy", value: "no-referrer")
+        headers.add(name: "x-content-type-options", value: "nosniff")
+        headers.add(name: "connection", value: "close")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers))),
+                      promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+        let done = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+        let channel = context.channel
+        done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+    }
+}

@@ -1,0 +1,542 @@
+import NIOCore
+import NIOHTTP1
+import VaultFactor
+
+/// An OpenID Connect identity provider (BankID, Vipps, ID-porten, any issuer):
+/// authorization code flow with PKCE S256 through the system browser and a
+/// loopback redirect (RFC 8252), full ID token validation, userinfo, refresh and
+/// RFC 7009 revocation.
+///
+/// Wiring (vaultd): create one `OIDCHTTPClient` and share it; build one
+/// `ProviderProfile` per configured provider (start from `.bankID(...)`,
+/// `.vipps(...)`, `.idPorten(...)` or `.generic(...)` and override from config;
+/// `profile.problems()` lists config errors); create
+/// `OIDCProvider(profile:http:diagnostics:)`. On shutdown call
+/// `await http.shutdown()` (after logins have ended: a pending login ends with
+/// `cancelled` when its task is cancelled, and its listener closes).
+///
+/// Gateway mode (`profile.gatewayURL`): the code exchange and refreshes are sent
+/// to the gateway instead of the token endpoint, as the same
+/// `application/x-www-form-urlencoded` body a public client would send
+/// (`grant_type`, `code`, `redirect_uri`, `code_verifier`, `client_id`, or
+/// `grant_type=refresh_token`, `refresh_token`, `client_id`); the gateway adds
+/// the client secret and returns the provider's token response unchanged, so the
+/// ID token is verified here as usual. Revocation is not attempted in gateway mode.
+///
+/// Errors (all `VaultFailure`, extras `provider` and `alternatives`):
+/// - person cancelled at the provider (`access_denied`) → `cancelled`, "BankID login was cancelled"
+/// - `server_error` / `temporarily_unavailable`, HTTP 5xx, refused, unreachable,
+///   oversized or redirected responses, bad discovery → `provider_unavailable`
+///   ("BankID is temporarily unavailable. Try Vipps instead or retry later")
+/// - request deadline, or no redirect within `redirectTimeout` → `timeout`
+/// - wrong or missing `state`, duplicated parameters, RFC 9207 `iss` missing (when
+///   advertised) or different → `state_mismatch`
+/// - `error` together with `code`, `invalid_grant`, other OAuth errors → `login_failed`
+/// - anything wrong with the ID token or userinfo `sub` → `token_invalid`
+/// - refresh: `invalid_grant` (and other OAuth client errors) → `session_expired`
+public final class OIDCProvider: IdentityProvider {
+    public let profile: ProviderProfile
+    public var id: String { profile.id }
+    public var displayName: String { profile.displayName }
+    public var issuesRefreshTokens: Bool { profile.issuesRefreshTokens }
+
+    let http: OIDCHTTPClient
+    let cache: ProviderCache
+    let now: @Sendable () -> Int64
+    let failures: FailureFactory
+
+    /// - Parameters:
+    ///   - diagnostics: receives one line per failure with a reason that never
+    ///     contains a token, code, verifier or national ID (route it to the log).
+    ///   - clock: Unix seconds (tests inject one).
+    public init(profile: ProviderProfile, http: OIDCHTTPClient,
+                diagnostics: @escaping @Sendable (String) -> Void = { _ in },
+                clock: @escaping @Sendable () -> Int64 = systemUnixTime) {
+        self.profile = profile
+        self.http = http
+        self.now = clock
+        self.cache = ProviderCache(profile: profile, http: http, now: clock)
+        self.failures = FailureFactory(profile: profile, log: diagnostics)
+    }
+
+    // MARK: - Login
+
+    public func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin {
+        let language = conversation.language
+        let metadata = try await loadMetadata()
+
+        let (port, path): (UInt16, String)
+        switch profile.redirect {
+        case .ephemeralPort(let p): (port, path) = (0, p)
+        case .fixedPort(let fixed, let p): (port, path) = (fixed, p)
+        }
+        let listener: LoopbackListener
+        do {
+            listener = try await LoopbackListener.start(group: http.eventLoopGroup, port: port, path: path,
+                                                        language: language)
+        } catch .portInUse {
+            throw failures.make(.loginFailed, Messages.loginAlreadyWaiting, reason: "redirect port \(port) in use")
+        } catch {
+            throw failures.make(.internal, reason: "could not start the redirect listener")
+        }
+
+        let outcome: Result<VerifiedLogin, VaultFailure>
+        do {
+            outcome = .success(try await run(conversation, metadata: metadata, listener: listener))
+        } catch {
+            outcome = .failure(error)
+        }
+        let page: BrowserPage
+        switch outcome {
+        case .success:
+            page = BrowserPage(status: .ok, language: language, heading: profile.displayName,
+                               message: Messages.browserLoggedIn(provider: profile.displayName).text(language))
+        case .failure(let failure):
+            var text = failure.message.text(language)
+            if let last = text.last, !".!?".contains(last) { text += "." }
+            page = BrowserPage(status: .ok, language: language, heading: profile.displayName,
+                               message: text + " " + Messages.browserCloseWindow.text(language))
+        }
+        await listener.finish(page)
+        return try outcome.get()
+    }
+
+    private func run(_ conversation: any FactorConversation, metadata: ProviderMetadata,
+                     listener: LoopbackListener) async throws(VaultFailure) -> VerifiedLogin {
+        let state = Randomness.token(bytes: 32)
+        let nonce = Randomness.token(bytes: 32)
+        let verifier = Randomness.token(bytes: 48)  // 64 characters (RFC 7636: 43…128)
+        let redirectURI = listener.redirectURI
+        let url = authorizationURL(metadata: metadata, redirectURI: redirectURI, state: state, nonce: nonce,
+                                   challenge: PKCE.challenge(for: verifier), language: conversation.language)
+
+        do {
+            try await conversation.openURL(url, Messages.openBrowserToLogIn(provider: profile.displayName))
+        } catch {
+            switch error {
+            case .cancelled: throw failures.cancelled(reason: "cancelled at the client")
+            case .timeout: throw failures.timeout(reason: "client did not answer")
+            case .notInteractive:
+                throw failures.make(.badRequest, Messages.loginNeedsBrowser(provider: profile.displayName),
+                                    reason: "client is not interactive")
+            default: throw failures.loginFailed(reason: "client could not open the browser")
+            }
+        }
+
+        let redirect: LoopbackListener.Redirect
+        do {
+            redirect = try await listener.nextRedirect(timeout: profile.redirectTimeout)
+        } catch .timeout {
+            throw failures.timeout(reason: "no redirect within \(profile.redirectTimeout)")
+        } catch {
+            throw failures.cancelled(reason: "login task cancelled while waiting for the redirect")
+        }
+
+        let code = try evaluateRedirect(redirect, expectedState: state, metadata: metadata)
+
+        var form: [(String, String)] = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirectURI),
+            ("code_verifier", verifier),
+        ]
+        let tokens: TokenResponse
+        do {
+            tokens = try await postToToken(&form, metadata: metadata)
+        } catch {
+            throw mapTokenError(error, refreshing: false)
+        }
+        guard let idToken = tokens.idToken else { throw failures.tokenInvalid(reason: "no id_token in the token response") }
+
+        let verifierConfig = IDTokenVerifier(
+            issuer: profile.issuer, clientID: profile.clientID, trustedAudiences: profile.trustedAudiences,
+            allowedAlgorithms: cache.allowedAlgorithms(metadata), clockSkew: profile.clockSkew)
+        let idClaims: [String: JSON]
+        do {
+            idClaims = try await verifierConfig.verify(idToken, nonce: nonce, accessToken: tokens.accessToken,
+                                                       now: now(), keys: cache)
+        } catch {
+            switch error {
+            case .invalid(let reason): throw failures.tokenInvalid(reason: "id_token: \(reason)")
+            case .keysUnavailable(let f): throw failures.transport(f.transport, reason: f.reason)
+            }
+        }
+        // Verified above: a non-empty string.
+        let sub = idClaims["sub"]?.stringValue ?? ""
+
+        var userClaims: [String: JSON] = [:]
+        if profile.fetchUserinfo {
+            userClaims = try await userinfo(metadata: metadata, accessToken: tokens.accessToken, expectedSub: sub)
+        }
+        return try assemble(idClaims: idClaims, userClaims: userClaims, tokens: tokens)
+    }
+
+    func authorizationURL(metadata: ProviderMetadata, redirectURI: String, state: String, nonce: String,
+                          challenge: String, language: Language) -> String {
+        var params: [(String, String)] = [
+            ("response_type", "code"),
+            ("client_id", profile.clientID),
+            ("redirect_uri", redirectURI),
+            ("scope", profile.scopes.joined(separator: " ")),
+            ("state", state),
+            ("nonce", nonce),
+            ("code_challenge", challenge),
+            // Always explicit: Vipps defaults to `plain` without it.
+            ("code_challenge_method", "S256"),
+        ]
+        if let acr = profile.minimumACR { params.append(("acr_values", acr)) }
+        if profile.extraAuthorizationParameters["ui_locales"] == nil {
+            params.append(("ui_locales", language == .nb ? "nb" : "en"))
+        }
+        let reserved: Set<String> = [
+            "response_type", "client_id", "redirect_uri", "scope", "state", "nonce", "code_challenge",
+            "code_challenge_method", "response_mode", "request", "request_uri",
+        ]
+        for (name, value) in profile.extraAuthorizationParameters.sorted(by: { $0.key < $1.key })
+        where !reserved.contains(name) && !(name == "acr_values" && profile.minimumACR != nil) {
+            params.append((name, value))
+        }
+        let endpoint = metadata.authorizationEndpoint
+        return endpoint + (endpoint.contains("?") ? "&" : "?") + FormEncoding.encode(params)
+    }
+
+    /// Checks the redirect and returns the authorization code.
+    func evaluateRedirect(_ redirect: LoopbackListener.Redirect, expectedState: String,
+                          metadata: ProviderMetadata) throws(VaultFailure) -> String {
+        var params: [String: String] = [:]
+        var duplicated = false
+        for (name, value) in redirect.query {
+            if params.updateValue(value, forKey: name) != nil { duplicated = true }
+        }
+        guard let state = params["state"], constantTimeEquals(state, expectedState) else {
+            throw failures.stateMismatch(reason: "state missing or different")
+        }
+        // A parameter given twice (or an unparseable query) is ambiguous: treat as forged.
+        guard !duplicated, params["\u{0}malformed"] == nil else {
+            throw failures.stateMismatch(reason: "duplicated or malformed redirect parameters")
+        }
+        // RFC 9207 (mix-up defence): when the provider says it sends `iss`, it must;
+        // when present it must be this issuer. A failure means the response may come
+        // from another provider, so it is treated like a forged redirect.
+        if let iss = params["iss"] {
+            guard iss == profile.issuer else { throw failures.stateMismatch(reason: "iss parameter is another issuer") }
+        } else if metadata.issParameterSupported {
+            throw failures.stateMismatch(reason: "iss parameter missing")
+        }
+        let error = params["error"]
+        let code = params["code"]
+        if error != nil, code != nil { throw failures.loginFailed(reason: "redirect has both error and code") }
+        if let error {
+            switch error {
+            case "access_denied": throw failures.cancelled(reason: "access_denied")
+            case "server_error", "temporarily_unavailable": throw failures.unavailable(reason: "authorization \(error)")
+            default: throw failures.loginFailed(reason: "authorization error \(error.prefix(40))")
+            }
+        }
+        guard let code, !code.isEmpty else { throw failures.loginFailed(reason: "redirect without code") }
+        return code
+    }
+
+    // MARK: - Token endpoint
+
+    struct TokenResponse {
+        var accessToken: String
+        var expiresIn: Int64?
+        var refreshToken: String?
+        var refreshExpiresIn: Int64?
+        var idToken: String?
+    }
+
+    enum TokenError: Error {
+        case transport(OIDCHTTPClient.Failure)
+        case oauth(String)
+        case status(Int)
+        case malformed(String)
+    }
+
+    /// Posts `form` to the token endpoint (with client authentication) or, in
+    /// gateway mode, to the gateway. Redirects are not followed.
+    private func postToToken(_ form: inout [(String, String)], metadata: ProviderMetadata) async throws(TokenError) -> TokenResponse {
+        var headers: [(String, String)] = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("accept", "application/json"),
+        ]
+        let url: String
+        if let gateway = profile.gatewayURL {
+            url = gateway
+            form.append(("client_id", profile.clientID))
+        } else {
+            url = metadata.tokenEndpoint
+            addClientAuthentication(&form, &headers)
+        }
+        guard cache.policy.allows(url) else { throw .transport(.forbiddenURL) }
+        let response: OIDCHTTPClient.Response
+        do {
+            response = try await http.send(.POST, url, headers: headers, body: Array(FormEncoding.encode(form).utf8),
+                                           timeout: profile.requestTimeout, maxBytes: profile.maxResponseBytes)
+        } catch {
+            throw .transport(error)
+        }
+        let json = try? JSON.parse(response.body)
+        guard response.status == 200 else {
+            if response.status >= 500 { throw .status(response.status) }
+            if response.status >= 400, response.status != 429, let error = json?["error"]?.stringValue {
+                throw .oauth(error)
+            }
+            throw .status(response.status)
+        }
+        guard case .object(let o)? = json else { throw .malformed("token response is not a JSON object") }
+        guard let access = o["access_token"]?.stringValue, !access.isEmpty else { throw .malformed("no access_token") }
+        if let type = o["token_type"] {
+            guard type.stringValue?.lowercased() == "bearer" else { throw .malformed("token_type is not Bearer") }
+        }
+        func seconds(_ key: String) throws(TokenError) -> Int64? {
+            guard let v = o[key] else { return nil }
+            guard let n = v.intValue, n >= 0, n < 100 * 365 * 86_400 else { throw .malformed("\(key) is not a duration") }
+            return n
+        }
+        func string(_ key: String) throws(TokenError) -> String? {
+            guard let v = o[key] else { return nil }
+            if case .null = v { return nil }
+            guard let s = v.stringValue, !s.isEmpty else { throw .malformed("\(key) is not a string") }
+            return s
+        }
+        return TokenResponse(accessToken: access, expiresIn: try seconds("expires_in"),
+                             refreshToken: try string("refresh_token"),
+                             refreshExpiresIn: try seconds("refresh_expires_in"),
+                             idToken: try string("id_token"))
+    }
+
+    private func addClientAuthentication(_ form: inout [(String, String)], _ headers: inout [(String, String)]) {
+        switch profile.clientAuthentication {
+        case .none:
+            form.append(("client_id", profile.clientID))
+        case .clientSecretPost(let secret):
+            form.append(("client_id", profile.clientID))
+            form.append(("client_secret", secret))
+        case .clientSecretBasic(let secret):
+            // RFC 6749 §2.3.1: each part form-encoded, then Basic.
+            let credentials = FormEncoding.escape(profile.clientID) + ":" + FormEncoding.escape(secret)
+            headers.append(("authorization", "Basic " + Base64Standard.encode(Array(credentials.utf8))))
+        }
+    }
+
+    private func mapTokenError(_ error: TokenError, refreshing: Bool) -> VaultFailure {
+        switch error {
+        case .transport(let f):
+            return failures.transport(f, reason: "token endpoint: \(f)")
+        case .oauth(let code):
+            switch code {
+            case "server_error", "temporarily_unavailable":
+                return failures.unavailable(reason: "token endpoint \(code)")
+            case "invalid_grant":
+                return refreshing ? failures.sessionExpired(reason: "invalid_grant") : failures.loginFailed(reason: "invalid_grant")
+            default:
+                let reason = "token endpoint error \(code.prefix(40))"
+                return refreshing ? failures.sessionExpired(reason: reason) : failures.loginFailed(reason: reason)
+            }
+        case .status(let status):
+            return failures.unavailable(reason: "token endpoint HTTP \(status)")
+        case .malformed(let reason):
+            return refreshing ? failures.unavailable(reason: reason) : failures.loginFailed(reason: reason)
+        }
+    }
+
+    // MARK: - Userinfo
+
+    private func userinfo(metadata: ProviderMetadata, accessToken: String,
+                          expectedSub: String) async throws(VaultFailure) -> [String: JSON] {
+        guard let endpoint = metadata.userinfoEndpoint else {
+            throw failures.loginFailed(reason: "profile wants userinfo but discovery has no userinfo_endpoint")
+        }
+        let response: OIDCHTTPClient.Response
+        do {
+            response = try await http.send(.GET, endpoint, headers: [("authorization", "Bearer " + accessToken),
+                                                                     ("accept", "application/json")],
+                                           timeout: profile.requestTimeout, maxBytes: profile.maxResponseBytes)
+        } catch {
+            throw failures.transport(error, reason: "userinfo: \(error)")
+        }
+        if response.status >= 500 { throw failures.unavailable(reason: "userinfo HTTP \(response.status)") }
+        guard response.status == 200 else { throw failures.loginFailed(reason: "userinfo HTTP \(response.status)") }
+        // Signed or encrypted userinfo (application/jwt) is not supported: refuse rather than guess.
+        guard response.contentType.hasPrefix("application/json") else {
+            throw failures.tokenInvalid(reason: "userinfo is not JSON")
+        }
+        guard case .object(let claims)? = try? JSON.parse(response.body) else {
+            throw failures.tokenInvalid(reason: "userinfo is not a JSON object")
+        }
+        // OIDC Core §5.3.2: the sub in userinfo must equal the ID token's.
+        guard let sub = claims["sub"]?.stringValue, constantTimeEquals(sub, expectedSub) else {
+            throw failures.tokenInvalid(reason: "userinfo sub differs from the ID token")
+        }
+        return claims
+    }
+
+    // MARK: - Result
+
+    private func assemble(idClaims: [String: JSON], userClaims: [String: JSON],
+                          tokens: TokenResponse) throws(VaultFailure) -> VerifiedLogin {
+        // The stable subject comes from the signed ID token; userinfo (bound to it
+        // by `sub`) only when the ID token lacks the claim.
+        guard let subject = (idClaims[profile.subjectClaim] ?? userClaims[profile.subjectClaim])?.stringValue,
+              !subject.isEmpty else {
+            throw failures.tokenInvalid(reason: "no \(profile.subjectClaim) claim")
+        }
+
+        let acr = idClaims["acr"]?.stringValue
+        if let minimum = profile.minimumACR, !acrSatisfies(acr, minimum: minimum) {
+            throw failures.make(.loginFailed, Messages.loginTooWeak(provider: profile.displayName),
+                                reason: "acr below the configured minimum")
+        }
+
+        var nationalID: SecureBytes?
+        let nationalIDClaim: String?
+        switch profile.nationalID {
+        case .none: nationalIDClaim = nil
+        case .idToken(let claim):
+            nationalIDClaim = claim
+            if let value = idClaims[claim]?.stringValue { nationalID = try secure(value) }
+        case .userinfo(let claim):
+            nationalIDClaim = claim
+            if let value = userClaims[claim]?.stringValue { nationalID = try secure(value) }
+        }
+
+        // Claims an app may see: the allowlist, never a national ID.
+        var excluded = ProviderProfile.nationalIDClaims
+        if let nationalIDClaim { excluded.insert(nationalIDClaim) }
+        var claims: [String: JSON] = [:]
+        for name in profile.releasedClaims where !excluded.contains(name) {
+            if let v = idClaims[name] ?? userClaims[name] { claims[name] = v }
+        }
+
+        let name: String
+        if let n = (userClaims["name"] ?? idClaims["name"])?.stringValue, !n.isEmpty {
+            name = n
+        } else {
+            let given = (userClaims["given_name"] ?? idClaims["given_name"])?.stringValue ?? ""
+            let family = (userClaims["family_name"] ?? idClaims["family_name"])?.stringValue ?? ""
+            name = [given, family].filter { !$0.isEmpty }.joined(separator: " ")
+        }
+
+        let issuedAt = now()
+        let grant = TokenGrant(
+            accessToken: tokens.accessToken,
+            accessExpiresAt: tokens.expiresIn.map { issuedAt + $0 },
+            refreshToken: profile.issuesRefreshTokens ? tokens.refreshToken : nil,
+            refreshExpiresAt: profile.issuesRefreshTokens ? tokens.refreshExpiresIn.map { issuedAt + $0 } : nil,
+            idToken: tokens.idToken)
+        return VerifiedLogin(provider: profile.id, providerName: profile.displayName, issuer: profile.issuer,
+                             clientID: profile.clientID, subject: subject, name: name, claims: claims,
+                             nationalID: nationalID, acr: acr, tokens: grant)
+    }
+
+    private func secure(_ value: String) throws(VaultFailure) -> SecureBytes {
+        do { return try SecureBytes.utf8(value) } catch { throw failures.make(.internal, reason: "secure memory") }
+    }
+
+    func acrSatisfies(_ acr: String?, minimum: String) -> Bool {
+        guard let acr else { return false }
+        if acr == minimum { return true }
+        guard let have = profile.acrOrder.firstIndex(of: acr),
+              let need = profile.acrOrder.firstIndex(of: minimum) else { return false }
+        return have >= need
+    }
+
+    // MARK: - Refresh and revoke
+
+    public func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {
+        guard profile.issuesRefreshTokens else {
+            throw failures.sessionExpired(reason: "\(profile.id) issues no refresh tokens")
+        }
+        let metadata = try await loadMetadata()
+        var form: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        let tokens: TokenResponse
+        do {
+            tokens = try await postToToken(&form, metadata: metadata)
+        } catch {
+            throw mapTokenError(error, refreshing: true)
+        }
+        let issuedAt = now()
+        // No new refresh token: the old one stays valid (RFC 6749 §6). A new ID
+        // token from a refresh is not passed on (it is not needed and would need
+        // its own verification against the original login).
+        return TokenGrant(accessToken: tokens.accessToken,
+                          accessExpiresAt: tokens.expiresIn.map { issuedAt + $0 },
+                          refreshToken: tokens.refreshToken ?? refreshToken,
+                          refreshExpiresAt: tokens.refreshExpiresIn.map { issuedAt + $0 },
+                          idToken: nil)
+    }
+
+    public func revoke(token: String, isRefreshToken: Bool) async -> Bool {
+        guard profile.gatewayURL == nil, let metadata = try? await cache.metadata(),
+              let endpoint = metadata.revocationEndpoint, cache.policy.allows(endpoint) else { return false }
+        var form: [(String, String)] = [("token", token),
+                                        ("token_type_hint", isRefreshToken ? "refresh_token" : "access_token")]
+        var headers: [(String, String)] = [("content-type", "application/x-www-form-urlencoded")]
+        addClientAuthentication(&form, &headers)
+        guard let response = try? await http.send(.POST, endpoint, headers: headers,
+                                                  body: Array(FormEncoding.encode(form).utf8),
+                                                  timeout: profile.requestTimeout, maxBytes: 64 * 1024)
+        else { return false }
+        return response.status == 200
+    }
+
+    // MARK: - Helpers
+
+    private func loadMetadata() async throws(VaultFailure) -> ProviderMetadata {
+        do {
+            return try await cache.metadata()
+        } catch {
+            throw failures.transport(error.transport, reason: error.reason)
+        }
+    }
+}
+
+/// Builds the failures of one provider: the right sentence, the provider's id
+/// and the alternatives to offer, and one diagnostics line with the reason.
+struct FailureFactory: Sendable {
+    let profile: ProviderProfile
+    let log: @Sendable (String) -> Void
+
+    func make(_ code: ErrorCode, _ message: LocalizedText? = nil, reason: String) -> VaultFailure {
+        log("\(profile.id) login: \(code.rawValue): \(reason)")
+        return VaultFailure(code, message: message, extra: [
+            "provider": .string(profile.id),
+            "alternatives": .array(profile.alternatives.map { .string($0.id) }),
+        ])
+    }
+
+    func cancelled(reason: String) -> VaultFailure {
+        make(.cancelled, Messages.loginCancelled(provider: profile.displayName), reason: reason)
+    }
+    func unavailable(reason: String) -> VaultFailure {
+        make(.providerUnavailable,
+             Messages.providerUnavailable(provider: profile.displayName,
+                                          alternatives: profile.alternatives.map(\.displayName)),
+             reason: reason)
+    }
+    func timeout(reason: String) -> VaultFailure { make(.timeout, reason: reason) }
+    func loginFailed(reason: String) -> VaultFailure { make(.loginFailed, reason: reason) }
+    func stateMismatch(reason: String) -> VaultFailure { make(.stateMismatch, reason: reason) }
+    func tokenInvalid(reason: String) -> VaultFailure { make(.tokenInvalid, reason: reason) }
+    func sessionExpired(reason: String) -> VaultFailure { make(.sessionExpired, reason: reason) }
+
+    /// Transport failures: timeouts are `timeout`, a cancelled task `cancelled`,
+    /// everything else (refused, reset, oversized, bad document) `provider_unavailable`.
+    func transport(_ failure: OIDCHTTPClient.Failure?, reason: String) -> VaultFailure {
+        switch failure {
+        case .timeout?: return timeout(reason: reason)
+        case .cancelled?: return cancelled(reason: reason)
+        default: return unavailable(reason: reason)
+        }
+    }
+}
+
+enum Base64Standard {
+    static func encode(_ bytes: [UInt8]) -> String {
+        var s = String(Base64URL.encode(bytes).map { c -> Character in c == "-" ? "+" : (c == "_" ? "/" : c) })
+        while s.utf8.count % 4 != 0 { s += "=" }
+        return s
+    }
+}
