@@ -128,7 +128,7 @@ final class VaultTests: XCTestCase {
         fake.enrollment = [1, 2, 3, 4]   // a finger was added
         let client = ScriptedClient(secrets: ["482915"])
         try await vault.unlock(factor: nil, conversation: client)
-        XCTAssertTrue(client.shown.contains { $0.contains("fingerprints on this computer have changed") })
+        XCTAssertTrue(client.shown.contains { $0.contains("Fake on this computer has changed") }, "\(client.shown)")
         XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"], "the stale slot is gone from the store")
         let events = try vault.audit.entries().map(\.event)
         XCTAssertTrue(events.contains("enrollment_changed"))
