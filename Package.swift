@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
     ],
     targets: [
         // C libraries from apt, found through pkg-config.
@@ -71,6 +72,19 @@ let package = Package(
         // A small blocking client for Swift programs (vaultctl, the benchmark).
         .target(name: "VaultClient", dependencies: ["VaultProtocol"], swiftSettings: strict),
 
+        // Norwegian national identity numbers: validation, kind, birth date, masking, keyed hash.
+        .target(name: "NationalID", dependencies: ["SodiumKit"], swiftSettings: strict),
+
+        // Member-record sync of the national identity number (S9): registry backends
+        // (HTTP, SQLite demo), durable retry queue in the store, conflicts, org context.
+        .target(name: "MemberSync", dependencies: [
+            "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], swiftSettings: strict),
+
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
         .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
@@ -103,6 +117,11 @@ let package = Package(
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
+        .testTarget(name: "NationalIDTests", dependencies: ["NationalID", "SodiumKit"]),
+        .testTarget(name: "MemberSyncTests", dependencies: [
+            "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        ], exclude: ["Fixtures"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
     ]
 )
