@@ -78,6 +78,19 @@ let package = Package(
         // A small blocking client for Swift programs (vaultctl, the benchmark).
         .target(name: "VaultClient", dependencies: ["VaultProtocol"], swiftSettings: strict),
 
+        // Norwegian national identity numbers: validation, kind, birth date, masking, keyed hash.
+        .target(name: "NationalID", dependencies: ["SodiumKit"], swiftSettings: strict),
+
+        // Member-record sync of the national identity number (S9): registry backends
+        // (HTTP, SQLite demo), durable retry queue in the store, conflicts, org context.
+        .target(name: "MemberSync", dependencies: [
+            "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], swiftSettings: strict),
+
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
         .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
@@ -154,6 +167,11 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
+        .testTarget(name: "NationalIDTests", dependencies: ["NationalID", "SodiumKit"]),
+        .testTarget(name: "MemberSyncTests", dependencies: [
+            "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+        ], exclude: ["Fixtures"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [
