@@ -125,7 +125,7 @@ let package = Package(
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
-            "DemoProviders", "CVaultShims",
+            "DemoProviders", "MemberSync", "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -14,6 +14,19 @@ public struct FileConfig: Codable, Sendable {
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?
+    public var members: MembersSection?
+
+    /// The member registry for national-ID sync and organization/role claims.
+    public struct MembersSection: Codable, Sendable {
+        /// none (default) | sqlite | http
+        public var registry: String?
+        public var path: String?
+        public var url: String?
+        /// "Bearer TOKEN", or "Header-Name: value".
+        public var auth_header: String?
+        public var timeout: Int?
+    }
+
     /// `[providers.NAME]` tables: BankID, Vipps, ID-porten or any OIDC issuer.
     public var providers: [String: ProviderSection]?
 
@@ -206,6 +219,7 @@ public struct FileConfig: Codable, Sendable {
 
 public struct ConfigError: Error, Sendable {
     public var detail: String
+    public init(detail: String) { self.detail = detail }
 }
 
 /// Where things live: flag, then environment, then config file, then XDG default.

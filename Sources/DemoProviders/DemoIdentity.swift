@@ -57,7 +57,7 @@ public struct DemoIdentity: Sendable, Equatable, CustomStringConvertible {
 
     /// A stable identifier for this person at one provider (`bankid_altsub`, Vipps `sub`):
     /// the same across logins and restarts, different between providers. UUID-shaped.
-    func stableSubject(provider: String) -> String {
+    public func stableSubject(provider: String) -> String {
         let digest = Digest.sha256(Array("sessionvault-demo/\(provider)/\(id)".utf8))
         var b = Array(digest.prefix(16))
         b[6] = (b[6] & 0x0F) | 0x80  // version 8 (custom)

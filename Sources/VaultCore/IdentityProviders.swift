@@ -40,3 +40,28 @@ struct LoginRateLimiter {
         return nil
     }
 }
+
+/// The member registry side of a login (REQUIREMENTS S9): vaultd implements it
+/// with member sync; the broker only asks it to review logins and for claims.
+public protocol MemberDirectory: Sendable {
+    /// After a provider verified a login and before anything is stored. May
+    /// refuse it (a minimum age: `age_requirement`); returns claims to add to
+    /// the session (organization and roles from the member record). Runs the
+    /// national-ID sync when the login carries a number.
+    func review(_ login: VerifiedLogin) async throws(VaultFailure) -> [String: JSON]
+    /// Chooses the active organization for a member of several.
+    func setActiveOrganization(_ org: String, provider: String, subject: String) async throws(VaultFailure) -> [String: JSON]
+    /// Conflicts for a person to resolve (`vaultctl sync conflicts`); no numbers in clear.
+    func conflicts() async -> [JSON]
+}
+
+public struct NoMemberDirectory: MemberDirectory {
+    public init() {}
+    public func review(_ login: VerifiedLogin) async throws(VaultFailure) -> [String: JSON] { [:] }
+    public func setActiveOrganization(_ org: String, provider: String, subject: String) async throws(VaultFailure) -> [String: JSON] {
+        throw VaultFailure(.badRequest, message: LocalizedText(
+            en: "No member registry is set up here, so there are no organizations to choose from.",
+            nb: "Ingen medlemsregister er satt opp her, så det finnes ingen organisasjoner å velge mellom."))
+    }
+    public func conflicts() async -> [JSON] { [] }
+}

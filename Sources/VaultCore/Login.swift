@@ -88,7 +88,22 @@ extension Vault {
     /// Takes a verified login into the vault: opens (locked) or checks
     /// (unlocked) the provider's login slot, or creates it on the first login,
     /// then stores the session.
-    func adopt(_ login: VerifiedLogin, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+    func adopt(_ verified: VerifiedLogin, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+        var login = verified
+        // The member registry first: it may refuse (minimum age) before anything is stored.
+        let memberClaims: [String: JSON]
+        do {
+            memberClaims = try await members.review(login)
+        } catch {
+            audit.record("login", factor: login.provider, outcome: error.code.rawValue, requester: conversation.requester)
+            throw error
+        }
+        // A subject that *is* the national ID (ID-porten's `pid`) is kept only as a keyed hash.
+        if let nin = login.nationalID, Sodium.constantTimeEqual(Array(login.subject.utf8), nin.unsafeCopyToArray()) {
+            let hashed = (try? KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/subject/v1"), .secret(nin)]))
+                .map { Digest.hex($0.unsafeCopyToArray()) }
+            login.subject = hashed ?? ""
+        }
         let (slotID, proof) = try loginSlot(for: login)
         if let slot = slots[slotID] {
             guard let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) else {
@@ -122,6 +137,8 @@ extension Vault {
         let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
         var claims = login.claims
         claims["name"] = .string(login.name)
+        // The member record is authoritative for organization and roles.
+        for (k, v) in memberClaims { claims[k] = v }
         let meta = SessionMeta(account: login.provider, provider: login.provider, issuer: login.issuer, clientID: login.clientID,
                                subject: login.subject, name: login.name, claims: claims,
                                accessExpiresAt: login.tokens.accessExpiresAt, refreshExpiresAt: login.tokens.refreshExpiresAt,
@@ -134,6 +151,21 @@ extension Vault {
         enrollmentOfferPending = true
         return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: meta)
     }
+
+    /// `vaultctl context ORG`: the active organization for the person behind a
+    /// session; every session of that login carries it from now on.
+    public func setActiveOrganization(_ org: String, account: String?) async throws(VaultFailure) -> [String: JSON] {
+        let id = try table.pick(account)
+        guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+        let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
+        var meta = entry.meta
+        for (k, v) in added { meta.claims[k] = v }
+        try persistMeta(id: id, meta: meta, row: entry.row)
+        audit.record("context", outcome: "ok", detail: ["account": .string(meta.account)])
+        return meta.claims
+    }
+
+    public nonisolated func memberConflicts() async -> [JSON] { await members.conflicts() }
 
     /// The last resort of the unlock policy: offer the providers whose login
     /// can open this vault, and run the chosen one.

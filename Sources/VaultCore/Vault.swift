@@ -86,6 +86,8 @@ public actor Vault {
     let logger: Logger
     /// Identity providers for login, refresh and revocation.
     let providers: any IdentityProviderDirectory
+    /// The member registry: reviews logins, adds organization and role claims.
+    let members: any MemberDirectory
     var rateLimiter = LoginRateLimiter()
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
@@ -101,9 +103,11 @@ public actor Vault {
 
     /// Opens (or creates) the vault on a store with the device key.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
-                providers: any IdentityProviderDirectory = NoIdentityProviders()) throws(VaultStartupError) {
+                providers: any IdentityProviderDirectory = NoIdentityProviders(),
+                members: any MemberDirectory = NoMemberDirectory()) throws(VaultStartupError) {
         self.store = store
         self.providers = providers
+        self.members = members
         self.deviceKey = deviceKey
         self.config = config
         self.logger = logger
@@ -375,6 +379,20 @@ public actor Vault {
     public struct LogoutResult: Sendable {
         public var removed: Int
         public var revokedAtProvider: Int
+    }
+
+    /// Re-seals only the metadata half (claims changed); works while locked.
+    func persistMeta(id: String, meta: SessionMeta, row: SessionRow) throws(VaultFailure) {
+        var updated = row
+        do {
+            updated.sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id)).bytes
+        } catch {
+            throw .internal()
+        }
+        updated.updatedAt = Int64(now())
+        let final = updated
+        try storeCall { () throws(StoreError) in try store.putSession(final) }
+        table.put(id, SessionTable.Entry(meta: meta, row: final))
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their

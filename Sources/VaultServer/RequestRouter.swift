@@ -83,6 +83,15 @@ struct RequestRouter: Sendable {
         case "import":
             let meta = try await vault.importSession(try importRequest(request), conversation: conversation)
             return ["account": .string(meta.account), "provider": .string(meta.provider)]
+        case "context":
+            guard let org = try optionalString(request, "org") else {
+                throw .badRequest(LocalizedText(en: "Say which organization, for example “Mentorhuset Oslo”.",
+                                                nb: "Si hvilken organisasjon, for eksempel «Mentorhuset Oslo»."))
+            }
+            let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"))
+            return ["claims": .object(claims)]
+        case "sync_conflicts":
+            return ["conflicts": .array(await vault.memberConflicts())]
         case "sessions":
             return ["sessions": .array(await vault.accounts().map { a in
                 var o: [String: JSON] = [

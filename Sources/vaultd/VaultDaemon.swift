@@ -6,6 +6,7 @@ import Keyring
 import Logging
 import NIOCore
 import NIOPosix
+import MemberSync
 import OIDCFactor
 import DemoProviders
 import ExternalFactor
@@ -159,8 +160,34 @@ struct VaultDaemon: AsyncParsableCommand {
         let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger)
 
         let storePath = dataDir + "/vault.sqlite"
-        let vault = Self.openVault(storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors,
-                                   config: vaultConfig, logger: logger, language: language, providers: directory)
+        // Member sync (S9): the registry from [members], or the seeded demo registry.
+        let registry: (any MemberRegistry)?
+        do {
+            registry = try RegistryMembers.registry(file.members, dataDir: dataDir, demo: demo)
+        } catch let e as ConfigError {
+            Self.fail(Messages.configInvalid, detail: e.detail, language: language, code: 2)
+        } catch {
+            Self.fail(Messages.storeUnreadable, detail: "member registry: \(error)", language: language, code: 4)
+        }
+        var minimumAge: [String: Int] = [:]
+        for (name, table) in file.providers ?? [:] { if let age = table.min_age { minimumAge[name] = age } }
+        let auditForwarder = AuditForwarder()
+        var memberSync: MemberSync?
+        let (vault, _) = Self.openVault(
+            storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors, config: vaultConfig,
+            logger: logger, language: language, providers: directory
+        ) { store in
+            guard let registry else { return RegistryMembers(sync: nil, minimumAge: minimumAge) }
+            do {
+                let key = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/member-sync/v1")])
+                let sync = try MemberSync(store: store, registry: registry, key: key, audit: { auditForwarder.record($0) })
+                memberSync = sync
+                return RegistryMembers(sync: sync, minimumAge: minimumAge)
+            } catch {
+                Self.fail(VaultStartupError.crypto("\(error)").message, detail: "member sync: \(error)", language: language, code: 4)
+            }
+        }
+        auditForwarder.attach(vault.audit)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
@@ -171,13 +198,15 @@ struct VaultDaemon: AsyncParsableCommand {
         let services: [any Service] = [
             ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated),
             IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
-        ]
+        ] + (memberSync.map { [MemberSyncService(sync: $0)] } ?? [])
         let serviceGroup = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         try await serviceGroup.run()
         try? await demoProviders?.shutdown()
+        // AsyncHTTPClient traps in deinit unless shut down first.
+        await http.shutdown()
         // The event loop is left to die with the process: request tasks that
         // were still running must not find it shut down under them.
         logger.notice("vaultd stopped; the vault key was wiped")
@@ -187,7 +216,8 @@ struct VaultDaemon: AsyncParsableCommand {
     /// just made) the old store can never open again: it is moved aside, not
     /// deleted, and a fresh vault starts, so the person goes straight to login.
     static func openVault(storePath: String, deviceKey: SecureBytes, deviceKeyIsNew: Bool, factors: [any UnlockFactor],
-                          config: VaultConfig, logger: Logger, language: Language, providers: any IdentityProviderDirectory) -> Vault {
+                          config: VaultConfig, logger: Logger, language: Language, providers: any IdentityProviderDirectory,
+                          members makeMembers: (VaultStore) -> any MemberDirectory) -> (Vault, VaultStore) {
         for round in 0..<2 {
             let store: VaultStore
             do {
@@ -198,8 +228,9 @@ struct VaultDaemon: AsyncParsableCommand {
                 fail(message, detail: "\(error)", language: language, code: 4)
             }
             do {
-                return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger,
-                                 providers: providers)
+                let vault = try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger,
+                                      providers: providers, members: makeMembers(store))
+                return (vault, store)
             } catch {
                 if case .deviceKeyMismatch = error, deviceKeyIsNew, round == 0 {
                     let stamp = Int(Date().timeIntervalSince1970)

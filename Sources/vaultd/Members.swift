@@ -1,0 +1,108 @@
+import DaemonConfig
+import DemoProviders
+import Foundation
+import Logging
+import MemberSync
+import ServiceLifecycle
+import Synchronization
+import VaultCore
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// The broker's `MemberDirectory`, made of member sync (S9) and the minimum-age
+/// policies of `[providers.NAME] min_age`.
+final class RegistryMembers: MemberDirectory {
+    let sync: MemberSync?
+    let minimumAge: [String: Int]
+
+    init(sync: MemberSync?, minimumAge: [String: Int]) {
+        self.sync = sync
+        self.minimumAge = minimumAge
+    }
+
+    func review(_ login: VerifiedLogin) async throws(VaultFailure) -> [String: JSON] {
+        if let age = minimumAge[login.provider],
+           let refused = MinimumAgePolicy(minAge: age).check(nationalID: login.nationalID, birthdateClaim: login.claims["birthdate"]?.stringValue) {
+            throw refused
+        }
+        guard let sync else { return [:] }
+        if let nin = login.nationalID {
+            return await sync.sync(provider: login.provider, subject: login.subject, nationalID: nin).context?.claims ?? [:]
+        }
+        return await sync.refreshContext(provider: login.provider, subject: login.subject)?.claims ?? [:]
+    }
+
+    func setActiveOrganization(_ org: String, provider: String, subject: String) async throws(VaultFailure) -> [String: JSON] {
+        guard let sync else { return try await NoMemberDirectory().setActiveOrganization(org, provider: provider, subject: subject) }
+        do {
+            return try await sync.setActiveOrganization(org, provider: provider, subject: subject).claims
+        } catch {
+            throw VaultFailure(.badRequest, message: error.message)
+        }
+    }
+
+    func conflicts() async -> [JSON] {
+        guard let sync else { return [] }
+        return ((try? await sync.conflicts()) ?? []).map(\.publicJSON)
+    }
+
+    /// The registry from `[members]` (or a seeded SQLite one in demo mode).
+    static func registry(_ config: FileConfig.MembersSection?, dataDir: String, demo: Bool) throws -> (any MemberRegistry)? {
+        if demo {
+            let registry = try SQLiteMemberRegistry(path: dataDir + "/demo-members.sqlite")
+            // The demo's synthetic people, with no national ID on record yet:
+            // the first login fills it in ("member record updated").
+            try registry.seed(DemoIdentity.all.map { person in
+                SQLiteMemberRegistry.SeedMember(
+                    id: "demo-" + person.id, name: person.name,
+                    logins: ["bankid", "vipps"].map { MemberKey(provider: $0, subject: person.stableSubject(provider: $0)) },
+                    organizations: [Organization(id: person.organization.lowercased().replacingOccurrences(of: " ", with: "-"),
+                                                 name: person.organization, roles: person.roles)])
+            })
+            return registry
+        }
+        switch config?.registry ?? "none" {
+        case "none": return nil
+        case "sqlite": return try SQLiteMemberRegistry(path: config?.path ?? dataDir + "/members.sqlite")
+        case "http":
+            guard let url = config?.url else { throw ConfigError(detail: "members.url is needed for registry = \"http\"") }
+            let header = config?.auth_header.map { value -> HTTPMemberRegistry.AuthHeader in
+                let parts = value.split(separator: ":", maxSplits: 1)
+                return parts.count == 2
+                    ? HTTPMemberRegistry.AuthHeader(name: String(parts[0]), value: parts[1].trimmingCharacters(in: .whitespaces))
+                    : .bearer(value)
+            }
+            return HTTPMemberRegistry(baseURL: url, authHeader: header, timeout: .seconds(config?.timeout ?? 10))
+        default:
+            throw ConfigError(detail: "members.registry must be “none”, “sqlite” or “http”")
+        }
+    }
+}
+
+/// Audit events from member sync go to the vault's audit log, which exists
+/// only once the vault is open: this forwards them when it does.
+final class AuditForwarder: Sendable {
+    private let target = Mutex<AuditLog?>(nil)
+    func attach(_ log: AuditLog) { target.withLock { $0 = log } }
+    func record(_ e: SyncAuditEvent) {
+        target.withLock { $0 }?.record(e.event, outcome: e.outcome, detail: e.detail)
+    }
+}
+
+/// Retries queued member-sync work with backoff (the queue is in the store,
+/// so it survives restarts).
+struct MemberSyncService: Service {
+    let sync: MemberSync
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully {
+            _ = await sync.runDue()
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(30)) }
+            } catch {
+                return
+            }
+        }
+    }
+}
