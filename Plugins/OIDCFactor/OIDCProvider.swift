@@ -39,6 +39,7 @@ public final class OIDCProvider: IdentityProvider {
     public var id: String { profile.id }
     public var displayName: String { profile.displayName }
     public var issuesRefreshTokens: Bool { profile.issuesRefreshTokens }
+    public var provesNationalID: Bool { profile.nationalID != .none }
 
     let http: OIDCHTTPClient
     let cache: ProviderCache

@@ -49,6 +49,11 @@ final class RegistryMembers: MemberDirectory {
 
     /// The registry from `[members]` (or a seeded SQLite one in demo mode).
     static func registry(_ config: FileConfig.MembersSection?, dataDir: String, demo: Bool) throws -> (any MemberRegistry)? {
+        // The registry may be the first file in the data dir (the store comes later).
+        if !FileManager.default.fileExists(atPath: dataDir) {
+            try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
         if demo {
             let registry = try SQLiteMemberRegistry(path: dataDir + "/demo-members.sqlite")
             // The demo's synthetic people, with no national ID on record yet:

@@ -45,7 +45,7 @@ def ask_on_terminal(prompt):
 def greeting(session):
     claims = session.get("claims") or {}
     name = claims.get("name") or session.get("account", "?")
-    org = claims.get("org")
+    org = claims.get("org_name") or claims.get("org")
     roles = claims.get("roles") or claims.get("role")
     role = ",".join(roles) if isinstance(roles, list) else roles
     if not org and not role:
