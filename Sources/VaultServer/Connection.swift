@@ -246,6 +246,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 // right here on the event loop; anything else takes the full path.
                 if let released = router.vault.releaseIfReady(account: request["account"]?.stringValue) {
                     write(.success(id: request.id, result: released.json), to: channel)
+                    router.auditRelease(released, state: state)
                 } else {
                     serve(request, channel: channel)
                 }

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Synchronization
 import VaultCore
@@ -15,6 +16,19 @@ final class ConnectionSet: Sendable {
     }
 }
 
+final class ReleaseAuditLimiter: Sendable {
+    private let last = Mutex<[String: Double]>([:])
+    func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
+        last.withLock { seen in
+            let key = "\(pid) \(account)"
+            if let t = seen[key], now - t < 60 { return false }
+            if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
+            seen[key] = now
+            return true
+        }
+    }
+}
+
 /// Turns one decoded request into a call on the broker and its result into a
 /// response. Field checking lives here; policy lives in the broker.
 struct RequestRouter: Sendable {
@@ -23,6 +37,7 @@ struct RequestRouter: Sendable {
     let ownUID: UInt32
     let promptTimeout: Int64
     let connections: ConnectionSet
+    let releaseAudit = ReleaseAuditLimiter()
 
     func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
         let language = state.language
@@ -55,6 +70,7 @@ struct RequestRouter: Sendable {
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
         case "session":
             let released = try await vault.release(account: try optionalString(request, "account"), conversation: conversation)
+            auditRelease(released, state: conversation.state)
             return released.json
         case "unlock":
             let factor = try optionalString(request, "factor").map(FactorID.init(rawValue:))
@@ -129,6 +145,22 @@ struct RequestRouter: Sendable {
             throw .badRequest(LocalizedText(
                 en: "Unknown operation “\(String(request.op.prefix(64)))”. See docs/protocol.md for the operations.",
                 nb: "Ukjent operasjon «\(String(request.op.prefix(64)))». Se docs/protocol.md for operasjonene."))
+        }
+    }
+
+    /// Records a release (with the peer's pid and executable), at most once a
+    /// minute per process and account, on a task: the audit write must never
+    /// slow the release, and an app asking a thousand times a second must not
+    /// flood the log. A new process (each `vaultctl token`) is always recorded.
+    func auditRelease(_ released: ReleasedSession, state: ConnectionState) {
+        let peer = state.requester
+        guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
+        // Read /proc/PID/exe now, while the client is surely still there.
+        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
+        let audit = vault.audit
+        let account = released.meta.account
+        Task.detached(priority: .utility) {
+            audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
         }
     }
 

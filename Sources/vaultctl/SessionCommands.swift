@@ -144,3 +144,55 @@ struct Logout: ParsableCommand {
         }
     }
 }
+
+struct Context: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Choose the active organization (for members of several); remembered across restarts.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var read: ReadOptions
+    @Argument(help: "The organization's name or id.") var org: String
+    @Option(help: "The account (needed when there are several).") var account: String?
+
+    func run() throws {
+        try guarded(json: read.json) {
+            let s = try CtlSession.open(common)
+            var fields: [String: JSON] = ["org": .string(org)]
+            if let account { fields["account"] = .string(account) }
+            let r = try s.call("context", fields)
+            if read.json { print(r.text); return }
+            let name = r["claims"]?["org_name"]?.stringValue ?? r["claims"]?["org"]?.stringValue ?? org
+            let roles = (r["claims"]?["roles"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
+            s.say(LocalizedText(en: "Active organization: \(name)\(roles.isEmpty ? "" : " (\(roles))").",
+                                nb: "Aktiv organisasjon: \(name)\(roles.isEmpty ? "" : " (\(roles))")."))
+        }
+    }
+}
+
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Member-record sync: list conflicts a person must resolve.",
+        subcommands: [Conflicts.self])
+
+    struct Conflicts: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "National ID numbers that differ from the member record (shown masked; nothing was overwritten).")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var read: ReadOptions
+
+        func run() throws {
+            try guarded(json: read.json) {
+                let s = try CtlSession.open(common)
+                let r = try s.call("sync_conflicts")
+                if read.json { print(r.text); return }
+                let list = r["conflicts"]?.arrayValue ?? []
+                if list.isEmpty { s.say(LocalizedText(en: "No conflicts.", nb: "Ingen konflikter.")) }
+                for c in list {
+                    let when = c["last_seen"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) }
+                    // Numbers arrive masked (DDMMYY*****) from vaultd; never in clear.
+                    let record = c["record_nin"]?.stringValue ?? "—"
+                    print("\(c["member"]?.stringValue ?? "?")\t\(c["source"]?.stringValue ?? "")\tlogin \(c["login_nin"]?.stringValue ?? "?")\trecord \(record)\t\(when.map(isoTime) ?? "")\t×\(c["count"]?.intValue ?? 1)")
+                }
+            }
+        }
+    }
+}

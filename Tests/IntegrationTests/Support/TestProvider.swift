@@ -96,6 +96,23 @@ final class TestProvider {
         return try JSON.parse(Array(try r.get()))
     }
 
+    /// GET /userinfo with a bearer token, as an app would; returns the status and the parsed body.
+    func userinfo(accessToken: String) throws -> (status: Int, body: JSON?) {
+        let url = try XCTUnwrap(URL(string: issuer + "/userinfo"))
+        var request = URLRequest(url: url, timeoutInterval: 10)
+        request.setValue("Bearer " + accessToken, forHTTPHeaderField: "Authorization")
+        let result = Mutex<(Int, Data)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { data, response, _ in
+            result.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()) }
+            done.signal()
+        }.resume()
+        guard done.wait(timeout: .now() + 15) == .success, let (status, data) = result.withLock({ $0 }) else {
+            throw IntegrationError("userinfo timed out")
+        }
+        return (status, try? JSON.parse(Array(data)))
+    }
+
     func behave(_ behaviours: JSON) throws { try admin("behavior", behaviours) }
     func stats() throws -> JSON { try admin("stats") }
 

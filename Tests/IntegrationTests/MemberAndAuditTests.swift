@@ -1,0 +1,62 @@
+import Foundation
+import VaultProtocol
+import XCTest
+
+/// Demo mode's member registry, `vaultctl context` / `sync conflicts`, and the
+/// audit entry for a session release with the requesting process.
+final class MemberAndAuditTests: VaultdTestCase {
+    func startDemo() throws -> VaultdProcess {
+        let v = try makeVaultd(config: VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"none\"\n", extraArgs: ["--demo"])
+        try v.start()
+        return v
+    }
+
+    func loginDemo(_ v: VaultdProcess, _ provider: String, user: String = "kari") -> (exit: Int32, out: String, err: String) {
+        v.vaultctl(["login", provider, "--browser", TestProvider.browser], env: ["TEST_USER": user])
+    }
+
+    func testAReleaseIsAuditedWithTheRequestingProcess() throws {
+        let v = try startDemo()
+        XCTAssertEqual(loginDemo(v, "vipps").exit, 0)
+        for _ in 0..<3 { XCTAssertEqual(v.vaultctl(["token"]).exit, 0) }
+        let releases = try waitForAudit(v) { $0.filter { $0["event"] == "release" }.count >= 3 }
+        for r in releases where r["event"] == "release" {
+            XCTAssertNotEqual(r["pid"], .null)
+            XCTAssertTrue(r["exe"]?.stringValue?.hasSuffix("vaultctl") ?? false, "\(r.text)")
+        }
+        XCTAssertEqual(v.vaultctl(["audit", "--verify"]).exit, 0)
+    }
+
+    func testDemoMemberRegistryGivesOrganizationAndRolesAndContextSwitches() throws {
+        let v = try startDemo()
+        // Per Hansen is in one organization with two roles; Kari in one.
+        XCTAssertEqual(loginDemo(v, "bankid", user: "per").exit, 0)
+        let r = v.vaultctl(["token", "--json"])
+        let claims = try JSON.parse(Array(r.out.utf8))["claims"]
+        XCTAssertEqual(claims?["org_name"], "Mentorhuset Tromsø", r.out)
+        XCTAssertEqual(claims?["roles"], ["peer_mentor", "coordinator"])
+        let audit = try auditEntries(v)
+        let sync = audit.first { $0["event"] == "member_sync" }
+        XCTAssertEqual(sync?["outcome"], "updated", "the record had no number: it was written")
+        XCTAssertFalse(audit.map(\.text).joined().contains("24876834525"), "never the number in clear")
+
+        let unknown = v.vaultctl(["context", "Nowhere"])
+        XCTAssertNotEqual(unknown.exit, 0)
+        XCTAssertTrue(unknown.err.contains("not a member of Nowhere"), unknown.err)
+        let ok = v.vaultctl(["context", "Mentorhuset Tromsø"])
+        XCTAssertEqual(ok.exit, 0, ok.err)
+
+        let conflicts = v.vaultctl(["sync", "conflicts", "--json"])
+        XCTAssertEqual(conflicts.exit, 0, conflicts.err)
+        XCTAssertEqual(try JSON.parse(Array(conflicts.out.utf8))["conflicts"], [])
+    }
+
+    func waitForAudit(_ v: VaultdProcess, _ done: ([JSON]) -> Bool) throws -> [JSON] {
+        var entries: [JSON] = []
+        _ = try waitUntil(timeout: 10, interval: 0.1) {
+            entries = try auditEntries(v)
+            return done(entries)
+        }
+        return entries
+    }
+}
