@@ -202,8 +202,11 @@ extension Vault {
     func offerPendingReenrollment(_ conversation: any ClientConversation) async {
         guard enrollmentOfferPending, conversation.isInteractive, vaultKey != nil else { return }
         enrollmentOfferPending = false
+        let failed = failedBeforeFallback
+        failedBeforeFallback = []
         for id in order {
-            guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil,
+            // Not set up (first login, or its slot went stale), or it just failed before this fallback login.
+            guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil || failed.contains(id),
                   !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
             let name = factor.descriptor.displayName
             let explanation = factor.descriptor.offerText ?? LocalizedText(

@@ -54,6 +54,7 @@ extension Vault {
 
     func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
         if vaultKey != nil { return .success(()) }
+        failedBeforeFallback = []
         let candidates = preferred.map { [$0] } ?? enrolledFactors
         let loginFallback = preferred == nil && !loginProvidersWithSlots.isEmpty
         var last: VaultFailure?
@@ -65,6 +66,7 @@ extension Vault {
             }
             switch await attempt(factor, slot: slot, conversation) {
             case .opened(let vk):
+                failedBeforeFallback = []
                 table.setVaultKey(vk)
                 touch()
                 audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
@@ -73,6 +75,7 @@ extension Vault {
                 return .failure(failure)
             case .next(let failure):
                 last = failure
+                if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
                 // Say why before offering the next way in.
                 if index < candidates.count - 1 || loginFallback { await conversation.show(failure.message) }
             }

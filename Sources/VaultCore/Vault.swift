@@ -95,6 +95,9 @@ public actor Vault {
     var enrollmentOfferPending = false
     /// Offers the person declined: not repeated while this vaultd runs.
     var declinedOffers: Set<FactorID> = []
+    /// Factors that failed in the unlock that ended in a fallback login: their
+    /// re-enrollment is offered before the session is handed over (S6).
+    var failedBeforeFallback: Set<FactorID> = []
 
     var slots: [String: KeyslotRow] = [:]
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.

@@ -182,3 +182,52 @@ final class FingerprintFlowTests: VaultdTestCase {
         XCTAssertEqual(v.vaultctl(["status"], env: ["LANG": "nb_NO.UTF-8"]).out.contains("Fingeravtrykk er ikke satt opp"), true)
     }
 }
+
+/// The fallback chain to the end, against vaultd's local demo providers:
+/// fingerprint fails, PIN is locked out, Demo BankID lets the person in, and
+/// re-enrollment of the fingerprint is offered before the session is handed over.
+final class FallbackToLoginTests: VaultdTestCase {
+    func testFingerprintFailsPINLockedOutThenBankIDAndReenrollment() throws {
+        let v = try makeVaultd(config: "[pin]\nargon_memory_mib = 64\nfree_attempts = 1\nfirst_delay = 600\n", extraArgs: ["--demo"])
+        let stub = v.root + "/fpstub.json"
+        try (v.configLines() + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stub)\"\nscan_timeout = 5\n")
+            .write(toFile: v.configPath, atomically: true, encoding: .utf8)
+        func fpstub(_ args: String...) {
+            let out = try? runProcess(Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN"), ["--state", stub] + args,
+                                      env: childEnvironment([:]), timeout: 20)
+            XCTAssertEqual(out?.exit, 0, "vault-fpstub \(args)")
+        }
+        fpstub("plug")
+        fpstub("enroll-finger", "right-index")
+        try v.start()
+
+        // First login with Demo Vipps; accept the fingerprint offer (one matching touch).
+        fpstub("next", "match", "right-index")
+        let login = v.vaultctl(["login", "vipps", "--browser", TestProvider.browser], stdin: "y\n", env: ["TEST_USER": "kari"])
+        XCTAssertEqual(login.exit, 0, login.err)
+        XCTAssertTrue(login.err.contains("Turn on fingerprint login?"), login.err)
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+
+        // Three failed scans → PIN (wrong: locked out at once) → the login choice → Demo BankID.
+        for _ in 0..<3 { fpstub("next", "no-match") }
+        fpstub("next", "match", "right-index")  // for the re-enrollment offered afterwards
+        let script = PromptScript(secrets: ["000001"], confirm: true, choices: ["bankid"]) { prompt in
+            if prompt.kind == .openURL, let url = prompt.extra["url"]?.stringValue {
+                _ = try? runProcess(TestProvider.browser, [url], env: childEnvironment(["TEST_USER": "kari"]), timeout: 30)
+            }
+        }
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: true)
+        let r = try c.call("session", ["account": "vipps"], timeout: 60, onPrompt: script.handler)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertTrue(script.messages.contains { $0.contains("Too many wrong attempts") }, "\(script.messages)")
+        XCTAssertTrue(script.prompts.contains { $0.kind == .choice && $0.text.contains("Demo BankID") })
+        XCTAssertTrue(script.confirmPrompts.contains { $0.contains("Turn on fingerprint login?") },
+                      "re-enrollment offered before the session is handed over: \(script.confirmPrompts)")
+        let audit = try auditEntries(v)
+        XCTAssertTrue(audit.contains { $0["event"] == "login" && $0["factor"] == "bankid" && $0["outcome"] == "ok" })
+        XCTAssertEqual(audit.filter { $0["event"] == "enroll" && $0["factor"] == "fingerprint" }.count, 2)
+    }
+}

@@ -149,6 +149,9 @@ final class VaultdProcess {
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
     }
 
+    /// The config file's current text (to append tables to it).
+    func configLines() -> String { (try? String(contentsOfFile: configPath, encoding: .utf8)) ?? "" }
+
     /// The command line vaultd is started with.
     func arguments(_ more: [String] = []) -> [String] {
         var args: [String] = []
