@@ -80,6 +80,18 @@ final class OIDCLoginTests: OIDCTestCase {
         XCTAssertEqual(sessions2.first?["account"], "bankid")
         XCTAssertEqual(try loginSlots(v), slots1, "the same login slot, untouched")
 
+        // Nothing secret in vaultd's (trace-level) log or in clear in its files.
+        let tokenRequest = try XCTUnwrap(stats1["last_token_request"]?.objectValue)
+        let secrets: [(String, String?)] = [
+            ("access token", token1), ("second access token", token2), ("code", tokenRequest["code"]?.stringValue),
+            ("code_verifier", tokenRequest["code_verifier"]?.stringValue), ("state", state1), ("nonce", nonce1),
+        ]
+        for (what, value) in secrets {
+            guard let value, !value.isEmpty else { XCTFail("no \(what) to look for"); continue }
+            XCTAssertFalse(v.log.contains(value), "vaultd's log holds the \(what)")
+            XCTAssertEqual(filesContaining(value, under: v.dataDir), [], "the \(what) is stored in clear")
+        }
+
         // The national ID number: nowhere in clear.
         XCTAssertFalse(v.log.contains(nin), "vaultd's log holds the national ID number")
         XCTAssertEqual(filesContaining(nin, under: v.dataDir), [], "a data file holds the national ID number")
@@ -191,6 +203,31 @@ final class OIDCLoginTests: OIDCTestCase {
         let list = try sessions(v)
         XCTAssertEqual(list.map { $0["provider"] }, ["mock"], "\(list)")
         XCTAssertEqual(list.first?["refreshable"], true, "the mock issues a refresh token: \(list)")
+    }
+
+    /// A refresh at oidc-provider-mock: client_secret_basic, no rotation (the old
+    /// refresh token is kept).
+    func testRefreshAgainstOIDCProviderMock() throws {
+        let mock = try startMockProvider(arguments: [
+            "--user-claims", #"{"sub": "kari", "name": "Kari Nordmann"}"#, "-e", "40",
+        ])
+        let table = """
+            [providers.mock]
+            profile = "generic"
+            issuer = "\(mock.issuer)"
+            client_id = "sessionvault-interop"
+            client_secret = "interop-secret"
+            """
+        let v = try startVaultd(config: config([table]))
+        let r = login(v, "mock", env: ["TEST_BROWSER_MODE": "post"])
+        XCTAssertEqual(r.exit, 0, "\(r)")
+        let token0 = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)")
+        // 40 s left: inside vaultd's refresh window, so the next request refreshes.
+        let t = ctl(v, ["token"], stdin: nil)
+        XCTAssertEqual(t.exit, 0, "\(t)")
+        let token1 = t.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertNotEqual(token1, token0, "refreshed at the mock")
+        XCTAssertEqual(try sessions(v).count, 1)
     }
 
     // MARK: Demo mode

@@ -16,7 +16,7 @@ final class OIDCSessionTests: OIDCTestCase {
                   line: UInt = #line) throws -> (TestProvider, VaultdProcess, String) {
         let bankid = try startProvider("bankid")
         if let accessTTL { try bankid.admin("config", ["access_ttl": .int(Int64(accessTTL))]) }
-        let v = try startVaultd(providers: [bankid])
+        let v = try startVaultd(providers: [bankid], extraArgs: ["--log-level", "trace"])
         let r = login(v, "bankid")
         XCTAssertEqual(r.exit, 0, "\(r)", file: file, line: line)
         let token = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)", file: file, line: line)
@@ -83,8 +83,9 @@ final class OIDCSessionTests: OIDCTestCase {
         let hash1 = try XCTUnwrap(try sessions(v).first?["token_hash"]?.stringValue)
         XCTAssertNotEqual(hash1, hash0, "the rotated refresh token replaced the old one")
 
-        // After a restart, vaultd must use the rotated refresh token.
-        try v.restart()
+        // After a crash (no graceful shutdown), vaultd must use the rotated refresh token.
+        v.kill9()
+        try v.start()
         let r2 = ctl(v, ["token"], stdin: nil)
         XCTAssertEqual(r2.exit, 0, "\(r2)")
         let token2 = r2.out.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -95,6 +96,12 @@ final class OIDCSessionTests: OIDCTestCase {
         XCTAssertEqual(int(stats["families_revoked"]), 0, stats.text)
         XCTAssertEqual(try bankid.admin("introspect", ["token": .string(token2)])["active"], true)
         XCTAssertEqual(try sessions(v).count, 1)
+
+        // The refresh token used last (the rotated one) is in no log and no file in clear.
+        let used = try XCTUnwrap(stats["last_token_request"]?["refresh_token"]?.stringValue, stats.text)
+        XCTAssertFalse(v.log.contains(used), "vaultd's log holds a refresh token")
+        XCTAssertEqual(filesContaining(used, under: v.dataDir), [], "a refresh token is stored in clear")
+        XCTAssertFalse(ctlOutput.contains(used), "vaultctl printed a refresh token")
     }
 
     /// 30 apps ask at once for a session whose access token is due: exactly one
@@ -165,6 +172,88 @@ final class OIDCSessionTests: OIDCTestCase {
         let fresh = login(v, "bankid")
         XCTAssertEqual(fresh.exit, 0, "\(fresh)")
         XCTAssertEqual(try sessions(v).count, 1)
+    }
+
+    /// The generic test provider does not rotate: the refresh response has no
+    /// refresh token, and the old one must be kept (RFC 6749 §6).
+    func testNonRotatingProviderKeepsItsRefreshToken() throws {
+        let generic = try startProvider("generic")
+        try generic.admin("config", ["access_ttl": 30])
+        let v = try startVaultd(providers: [generic])
+        let r = login(v, "generic")
+        XCTAssertEqual(r.exit, 0, "\(r)")
+        let token0 = try XCTUnwrap(r.json?["access_token"]?.stringValue)
+        let hash0 = try XCTUnwrap(try sessions(v).first?["token_hash"]?.stringValue)
+        var last = token0
+        for n in 1...2 {
+            let t = ctl(v, ["token"], stdin: nil)
+            XCTAssertEqual(t.exit, 0, "refresh \(n): \(t)")
+            let token = t.out.trimmingCharacters(in: .whitespacesAndNewlines)
+            XCTAssertNotEqual(token, last, "refresh \(n) gave a new access token")
+            last = token
+            XCTAssertEqual(try refreshGrants(generic), Int64(n))
+            XCTAssertEqual(try sessions(v).first?["token_hash"]?.stringValue, hash0, "the same refresh token is kept")
+        }
+        XCTAssertNil(try generic.stats()["token_errors"]?["invalid_grant"], "no refresh was refused")
+    }
+
+    /// BankID and Vipps both prove the same national ID: a Vipps login opens
+    /// the vault that a BankID login set up (one person slot), each with its own session.
+    func testVippsLoginOpensTheVaultOfTheSamePersonAfterBankID() throws {
+        let bankid = try startProvider("bankid")
+        let vipps = try startProvider("vipps")
+        let v = try startVaultd(providers: [bankid, vipps])
+        XCTAssertEqual(login(v, "bankid").exit, 0)
+        let slots = try loginSlots(v)
+        XCTAssertEqual(slots.count, 1, "\(slots)")
+        XCTAssertTrue(slots.first?.hasPrefix("login:person|") == true, "\(slots)")
+        XCTAssertEqual(ctl(v, ["lock"]).exit, 0)
+        let w = login(v, "vipps")
+        XCTAssertEqual(w.exit, 0, "\(w)")
+        XCTAssertEqual(try loginSlots(v), slots, "the same person slot opened the vault")
+        let accounts = Set(try sessions(v).compactMap { $0["account"]?.stringValue })
+        XCTAssertEqual(accounts, ["bankid", "vipps"])
+
+        // Another person's Vipps login cannot open Kari's vault.
+        XCTAssertEqual(ctl(v, ["lock"]).exit, 0)
+        let ola = login(v, "vipps", user: "ola")
+        XCTAssertEqual(ola.exit, 1, "\(ola)")
+        XCTAssertEqual(ola.errorCode, "login_failed", "\(ola)")
+        XCTAssertEqual(try loginSlots(v), slots)
+        XCTAssertEqual(Set(try sessions(v).compactMap { $0["account"]?.stringValue }), ["bankid", "vipps"])
+    }
+
+    /// 30 apps ask at once while the provider rejects the refresh: one
+    /// refresh grant, nobody gets a token, the session is gone.
+    func testConcurrentRequestsOnARejectedRefresh() throws {
+        let (bankid, v, _) = try loggedIn(accessTTL: 30)
+        try bankid.admin("expire-tokens", ["access": true, "refresh": true])
+        try bankid.behave(["slow_token": ["value": 1, "grant": "refresh_token", "times": 1]])
+        var clients: [RawClient] = []
+        defer { for c in clients { c.close() } }
+        for _ in 0..<30 {
+            let c = try v.raw()
+            try c.hello(interactive: false)
+            clients.append(c)
+        }
+        for (n, c) in clients.enumerated() { XCTAssertTrue(c.send(Request(id: .int(Int64(2000 + n)), op: "session"))) }
+        var codes: [String] = []
+        for (n, c) in clients.enumerated() {
+            var answer: JSON?
+            let deadline = monotonicNow() + 30
+            while answer == nil, monotonicNow() < deadline {
+                let frame = try c.readJSON(timeout: max(0.1, deadline - monotonicNow()))
+                if frame["id"] == .int(Int64(2000 + n)) { answer = frame }
+            }
+            let a = try XCTUnwrap(answer, "no answer for request \(n)")
+            XCTAssertFalse(a.isOK, "request \(n) got a token from a rejected session: \(a.text)")
+            codes.append(a.errorCode ?? "?")
+            if a.errorCode == "session_expired" { XCTAssertEqual(a.errorMessage, Self.expiredMessage) }
+        }
+        XCTAssertEqual(codes.first, "session_expired", "\(codes)")
+        XCTAssertTrue(Set(codes).isSubset(of: ["session_expired", "no_session"]), "\(codes)")
+        XCTAssertEqual(try refreshGrants(bankid), 1, "exactly one refresh grant")
+        XCTAssertEqual(try sessions(v).count, 0)
     }
 
     // MARK: Logout

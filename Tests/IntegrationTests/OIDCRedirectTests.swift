@@ -1,0 +1,195 @@
+import Foundation
+import VaultProtocol
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// S8 beyond the provider's own errors: forged and missing redirects, the
+/// loopback listener's cleanup, more ID token defects, the minimum age, and
+/// refreshes that cannot happen — through a real vaultd and vaultctl.
+final class OIDCRedirectTests: OIDCTestCase {
+
+    /// A "browser" that does what a hostile page or a person who walks away would
+    /// do (env FORGE_MODE): `stall` opens the login page and stops there;
+    /// `forged_state` sends a redirect with someone else's state; `dup_state`
+    /// repeats the right state. It writes the redirect_uri to FORGE_OUT.
+    static let forgingBrowser = #"""
+        #!/usr/bin/python3
+        import os, sys, urllib.parse, urllib.request
+        url = sys.argv[1]
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+        with open(os.environ["FORGE_OUT"], "w") as f:
+            f.write(q["redirect_uri"])
+        mode = os.environ["FORGE_MODE"]
+        iss = os.environ.get("FORGE_ISS", "")
+        try:
+            if mode == "stall":
+                urllib.request.urlopen(url, timeout=10).read()
+                sys.exit(0)
+            if mode == "forged_state":
+                params = [("code", "forged-code"), ("state", "not-the-state-of-this-login"), ("iss", iss)]
+            else:
+                params = [("code", "forged-code"), ("state", q["state"]), ("state", q["state"]), ("iss", iss)]
+            urllib.request.urlopen(q["redirect_uri"] + "?" + urllib.parse.urlencode(params), timeout=30).read()
+        except Exception as e:
+            print(e, file=sys.stderr)
+        """#
+
+    func installForgingBrowser(_ v: VaultdProcess) throws -> String {
+        let path = v.root + "/forging-browser"
+        try OIDCRedirectTests.forgingBrowser.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return path
+    }
+
+    /// True when something accepts TCP connections on 127.0.0.1:port.
+    func loopbackPortAccepts(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return rc == 0
+    }
+
+    func redirectPort(_ file: String) throws -> UInt16 {
+        let uri = try String(contentsOfFile: file, encoding: .utf8)
+        guard let port = URLComponents(string: uri)?.port, let p = UInt16(exactly: port) else {
+            throw IntegrationError("no port in redirect_uri \(uri)")
+        }
+        return p
+    }
+
+    func forgedLogin(_ v: VaultdProcess, provider: TestProvider, mode: String) throws -> (CtlRun, UInt16) {
+        let browser = try installForgingBrowser(v)
+        let out = v.root + "/redirect-\(mode).txt"
+        let r = ctl(v, ["login", provider.profile, "--browser", browser, "--json"], stdin: "n\n",
+                    env: ["FORGE_MODE": mode, "FORGE_OUT": out, "FORGE_ISS": provider.issuer], timeout: 45)
+        return (r, try redirectPort(out))
+    }
+
+    // MARK: Redirects
+
+    func testNoRedirectWithinTheRedirectTimeoutTimesOutAndClosesTheListener() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid], tableExtra: ["bankid": "redirect_timeout = 2"])
+        let (r, port) = try forgedLogin(v, provider: bankid, mode: "stall")
+        assertLoginFails(r, code: "timeout", message: OIDCErrorTests.timedOut)
+        XCTAssertGreaterThanOrEqual(r.seconds, 1.5, "waited for the redirect: \(r)")
+        XCTAssertLessThan(r.seconds, 10, "gave up at redirect_timeout: \(r)")
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["login_page"]), 1, "the person saw the login page")
+        XCTAssertFalse(loopbackPortAccepts(port), "the loopback listener on \(port) is closed after the timeout")
+        try assertNothingStored(v)
+        let ok = login(v, "bankid")
+        XCTAssertEqual(ok.exit, 0, "no stale pending login: \(ok)")
+    }
+
+    func testForgedRedirectIsStateMismatch() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let (r, port) = try forgedLogin(v, provider: bankid, mode: "forged_state")
+        assertLoginFails(r, code: "state_mismatch", message: OIDCErrorTests.stateMismatch)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0, "a forged code is never exchanged")
+        XCTAssertFalse(loopbackPortAccepts(port), "the loopback listener on \(port) is closed")
+        try assertNothingStored(v)
+
+        let (dup, _) = try forgedLogin(v, provider: bankid, mode: "dup_state")
+        assertLoginFails(dup, code: "state_mismatch", message: OIDCErrorTests.stateMismatch)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0)
+        try assertNothingStored(v)
+
+        let ok = login(v, "bankid")
+        XCTAssertEqual(ok.exit, 0, "\(ok)")
+    }
+
+    func testMissingIssParameterIsStateMismatch() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        try bankid.behave(["no_iss_parameter": ["value": true, "times": 1]])
+        let r = login(v, "bankid")
+        assertLoginFails(r, code: "state_mismatch", message: OIDCErrorTests.stateMismatch)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0)
+        try assertNothingStored(v)
+    }
+
+    // MARK: More ID token defects
+
+    func testMoreIDTokenDefectsAreTokenInvalid() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        for name in ["missing_nonce", "wrong_at_hash", "iat_in_future", "extra_aud"] {
+            try bankid.behave([name: ["value": true, "times": 1, "grant": "authorization_code"]])
+            let r = login(v, "bankid")
+            assertLoginFails(r, code: "token_invalid", message: OIDCErrorTests.tokenInvalid)
+            XCTAssertEqual(int(try bankid.stats()["behaviours_applied"]?[name]), 1, "\(name) took effect")
+            try assertNothingStored(v, "(\(name))")
+        }
+        // Bad discovery: the issuer in the document is not the configured one.
+        let fresh = try startVaultd(providers: [bankid])
+        try bankid.behave(["discovery_issuer_mismatch": ["value": true, "times": 1]])
+        let d = login(fresh, "bankid")
+        assertLoginFails(d, code: "provider_unavailable", message: OIDCErrorTests.bankIDUnavailable)
+        try assertNothingStored(fresh)
+    }
+
+    // MARK: Minimum age
+
+    func testUnderTheMinimumAgeNothingIsStored() throws {
+        let bankid = try startProvider("bankid")
+        let vipps = try startProvider("vipps")
+        let v = try startVaultd(providers: [bankid, vipps], tableExtra: ["bankid": "min_age = 18", "vipps": "min_age = 18"])
+        let message = "You must be at least 18 to use this service"
+        let b = login(v, "bankid", user: "ung")
+        assertLoginFails(b, code: "age_requirement", message: message)
+        try assertNothingStored(v, "(BankID, minor)")
+        let w = login(v, "vipps", user: "ung")
+        assertLoginFails(w, code: "age_requirement", message: message)
+        try assertNothingStored(v, "(Vipps, minor)")
+        let ok = login(v, "bankid", user: "kari")
+        XCTAssertEqual(ok.exit, 0, "an adult passes: \(ok)")
+    }
+
+    // MARK: Refreshes that cannot happen
+
+    /// Vipps has no refresh tokens: once the access token is over, the session
+    /// has expired — with no call to the provider.
+    func testVippsSessionExpiresWithoutARefreshCall() throws {
+        let vipps = try startProvider("vipps")
+        try vipps.admin("config", ["access_ttl": 6])
+        let v = try startVaultd(providers: [vipps])
+        let r = login(v, "vipps")
+        XCTAssertEqual(r.exit, 0, "\(r)")
+        let tokenRequests = int(try vipps.stats()["requests"]?["token"])
+        // Wait until fewer than 5 s are left (vaultd stops serving a token then).
+        usleep(2_200_000)
+        let t = ctl(v, ["token", "--json"], stdin: nil)
+        XCTAssertEqual(t.exit, 5, "\(t)")
+        XCTAssertEqual(t.errorCode, "session_expired", "\(t)")
+        XCTAssertEqual(t.errorMessage, OIDCSessionTests.expiredMessage, "\(t)")
+        XCTAssertEqual(int(try vipps.stats()["requests"]?["token"]), tokenRequests, "no refresh call to Vipps")
+        XCTAssertEqual(try sessions(v).count, 0, "the session is gone")
+    }
+
+    /// The provider is down at refresh time while the access token still works:
+    /// the app gets the token it has, and the session stays.
+    func testProviderDownAtRefreshServesTheStillValidToken() throws {
+        let bankid = try startProvider("bankid")
+        try bankid.admin("config", ["access_ttl": 40])
+        let v = try startVaultd(providers: [bankid])
+        let r = login(v, "bankid")
+        XCTAssertEqual(r.exit, 0, "\(r)")
+        let token = try XCTUnwrap(r.json?["access_token"]?.stringValue)
+        bankid.stop()
+        let t = ctl(v, ["token"], stdin: nil)
+        XCTAssertEqual(t.exit, 0, "\(t)")
+        XCTAssertEqual(t.out.trimmingCharacters(in: .whitespacesAndNewlines), token)
+        XCTAssertLessThan(t.seconds, 5, "\(t)")
+        XCTAssertEqual(try sessions(v).count, 1, "the session is kept")
+    }
+}
