@@ -2,6 +2,7 @@ import ArgumentParser
 import FingerprintFactor
 import Foundation
 import Histogram
+import Keyring
 import Synchronization
 import VaultClient
 import VaultProtocol
@@ -64,6 +65,16 @@ struct VaultBench: ParsableCommand {
             let target = clients == 8 ? "≥ 30,000/s" : ""
             table.add("throughput, \(clients) client\(clients == 1 ? "" : "s") (p99 \(us(t.p99)))", "\(Int(t.perSecond).formatted())/s", target,
                       clients == 8 ? t.perSecond >= 30_000 : nil)
+        }
+
+        // Peer: a libsecret lookup of a stored secret from a running process
+        // (what an app would do without a vault), when a Secret Service is here.
+        if let peer = measureSecretServiceLookup(count: quick ? 200 : 2_000) {
+            let ratio = Double(peer.p50) / Double(max(1, persistent1.p50))
+            table.add("peer: Secret Service lookup from a running process, p50", us(peer.p50),
+                      "vault release is \(String(format: "%.0f", ratio))× faster", persistent1.p50 < peer.p50)
+        } else {
+            table.add("peer: Secret Service lookup", "no Secret Service here", "run under scripts/with-keyring", nil)
         }
 
         let unlock = try measurePINUnlock(daemon.socket, rounds: quick ? 3 : 10)
@@ -220,6 +231,21 @@ func measureFingerprint(_ daemon: Daemon, rounds: Int) throws -> (match: Latency
     }
     return (Latency(p50: match.valueAtPercentile(50), p99: match.valueAtPercentile(99)),
             Latency(p50: fallback.valueAtPercentile(50), p99: fallback.valueAtPercentile(99)))
+}
+
+/// Stores a device-key-sized secret under a bench-only attribute and times lookups.
+func measureSecretServiceLookup(count: Int) -> Latency? {
+    guard ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil else { return nil }
+    let keyring = SecretServiceKeyring(vault: "vault-bench-\(getpid())")
+    guard (try? keyring.loadOrCreate()) != nil else { return nil }
+    defer { try? keyring.delete() }
+    var h = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
+    for _ in 0..<count {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        guard (try? keyring.load()) != nil else { return nil }
+        _ = h.record(DispatchTime.now().uptimeNanoseconds - t0)
+    }
+    return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
 }
 
 // MARK: - The daemon under test
