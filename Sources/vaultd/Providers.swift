@@ -97,6 +97,9 @@ final class ProviderDirectory: IdentityProviderDirectory {
             problems += profile.problems()
             out.append(profile)
         }
+        // Offer only providers that are actually configured here as alternatives.
+        let ids = Set(out.map(\.id))
+        for i in out.indices { out[i].alternatives = out[i].alternatives.filter { ids.contains($0.id) } }
         return (out, problems)
     }
 }
