@@ -245,8 +245,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 // The common case, an unlocked vault with a fresh token, is answered
                 // right here on the event loop; anything else takes the full path.
                 if let released = router.vault.releaseIfReady(account: request["account"]?.stringValue) {
-                    write(.success(id: request.id, result: released.json), to: channel)
+                    // Audit first: the client may exit the moment it has its answer.
                     router.auditRelease(released, state: state)
+                    write(.success(id: request.id, result: released.json), to: channel)
                 } else {
                     serve(request, channel: channel)
                 }

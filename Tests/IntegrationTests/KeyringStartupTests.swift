@@ -78,7 +78,8 @@ final class KeyringStartupTests: VaultdTestCase {
         let s = try status(v)
         XCTAssertEqual(s["locked"], false)
         XCTAssertEqual(s["accounts"]?.arrayValue?.count, 0)
-        XCTAssertEqual(s["factors"]?.arrayValue?.first?["state"], "not_enrolled", "no prompt for a slot that cannot open")
+        XCTAssertEqual(s["factors"]?.arrayValue?.first { $0["factor"] == "pin" }?["state"], "not_enrolled",
+                       "no prompt for a slot that cannot open")
         let aside = try FileManager.default.contentsOfDirectory(atPath: v.dataDir).filter { $0.hasPrefix("vault.sqlite.orphaned-") }
         XCTAssertFalse(aside.isEmpty, "the old store is kept, not deleted")
         XCTAssertTrue(v.log.contains("moved aside"))

@@ -10,6 +10,8 @@ final class OIDCErrorTests: OIDCTestCase {
     static let vippsCancelled = "Vipps login was cancelled"
     static let loginFailed = "Login failed — please try again"
     static let bankIDUnavailable = "BankID is temporarily unavailable. Try Vipps instead or retry later"
+    /// With BankID the only configured provider, no other one is named.
+    static let bankIDUnavailableAlone = "BankID is temporarily unavailable. Please retry later"
     static let timedOut = "The login timed out — please try again"
     static let stateMismatch = "Something went wrong — please log in again"
     static let tokenInvalid = "Login could not be verified — please try again"
@@ -179,7 +181,7 @@ final class OIDCErrorTests: OIDCTestCase {
         let cases: [(String, JSON, String, String)] = [
             ("mixup_iss", true, "state_mismatch", Self.stateMismatch),
             ("error_and_code", true, "login_failed", Self.loginFailed),
-            ("huge_token_response", true, "provider_unavailable", Self.bankIDUnavailable),
+            ("huge_token_response", true, "provider_unavailable", Self.bankIDUnavailableAlone),
         ]
         for (name, value, code, message) in cases {
             try bankid.behave([name: once(value)])

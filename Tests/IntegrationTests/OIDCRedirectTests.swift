@@ -134,7 +134,7 @@ final class OIDCRedirectTests: OIDCTestCase {
         let fresh = try startVaultd(providers: [bankid])
         try bankid.behave(["discovery_issuer_mismatch": ["value": true, "times": 1]])
         let d = login(fresh, "bankid")
-        assertLoginFails(d, code: "provider_unavailable", message: OIDCErrorTests.bankIDUnavailable)
+        assertLoginFails(d, code: "provider_unavailable", message: OIDCErrorTests.bankIDUnavailableAlone)
         try assertNothingStored(fresh)
     }
 

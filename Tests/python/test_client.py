@@ -451,7 +451,8 @@ class TestProtocol(VaultdTestCase):
                 self.assertEqual(replies[rid]["error"]["code"], "cancelled")
         self.assertEqual(len(refused), 0, "%d of %d immediate answers were refused (vaultd prompt race); first: %s"
                          % (len(refused), rounds, refused[:1]))
-        self.assertEqual(self.client().status()["factors"][0]["state"], "not_enrolled")
+        pin = [f for f in self.client().status()["factors"] if f["factor"] == "pin"][0]
+        self.assertEqual(pin["state"], "not_enrolled")
 
     def test_norwegian_messages(self):
         en, nb = self.client(lang="en"), self.client(lang="nb")
