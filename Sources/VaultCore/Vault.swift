@@ -165,9 +165,10 @@ public actor Vault {
             }
             var entries: [String: SessionTable.Entry] = [:]
             for row in try store.sessions() {
+                // A temporary buffer, not guarded memory: metadata is not a token,
+                // and one mmap + mlock per record made start-up slow at 10,000 sessions.
                 guard let box = try? SealedBox(bytes: row.sealedMeta),
-                      let plain = try? SecretBox.open(box, key: metaKey, associatedData: SessionSealing.metaAD(id: row.id)),
-                      let json = plain.withUnsafeBytes({ try? JSON.parse($0) }),
+                      let json = try? SecretBox.withOpened(box, key: metaKey, associatedData: SessionSealing.metaAD(id: row.id), { try? JSON.parse($0) }),
                       let meta = SessionMeta(json: json) else {
                     logger.error("a session record failed to open and is skipped", metadata: ["record": "\(row.id)"])
                     continue
