@@ -1,3 +1,4 @@
+import VaultProtocol
 import SodiumKit
 
 #if canImport(Glibc)
@@ -9,34 +10,8 @@ import Darwin
 // Small encoders the providers need: base64url, URL form encoding, HTML escaping.
 // All pure functions over bytes, no Foundation.
 
-private let base64URLAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
 /// Base64url without padding (RFC 7515 §2).
-func base64URL(_ bytes: [UInt8]) -> String {
-    var out: [UInt8] = []
-    out.reserveCapacity((bytes.count + 2) / 3 * 4)
-    var i = 0
-    while i + 3 <= bytes.count {
-        let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-        out.append(base64URLAlphabet[Int(n >> 18 & 63)])
-        out.append(base64URLAlphabet[Int(n >> 12 & 63)])
-        out.append(base64URLAlphabet[Int(n >> 6 & 63)])
-        out.append(base64URLAlphabet[Int(n & 63)])
-        i += 3
-    }
-    let rest = bytes.count - i
-    if rest == 1 {
-        let n = UInt32(bytes[i]) << 16
-        out.append(base64URLAlphabet[Int(n >> 18 & 63)])
-        out.append(base64URLAlphabet[Int(n >> 12 & 63)])
-    } else if rest == 2 {
-        let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-        out.append(base64URLAlphabet[Int(n >> 18 & 63)])
-        out.append(base64URLAlphabet[Int(n >> 12 & 63)])
-        out.append(base64URLAlphabet[Int(n >> 6 & 63)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
+func base64URL(_ bytes: [UInt8]) -> String { Base64URL.encode(bytes) }
 
 /// An opaque random token: `bytes` random bytes, base64url.
 func randomToken(bytes: Int = 32) -> String {

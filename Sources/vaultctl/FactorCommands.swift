@@ -9,13 +9,7 @@ struct Enroll: ParsableCommand {
     @Argument(help: "fingerprint, pin, or an external factor's name.")
     var factor: String
 
-    func run() throws {
-        try guarded {
-            let s = try CtlSession.open(common)
-            let r = try s.call("enroll", ["factor": .string(factor)])
-            print(r["label"]?.stringValue ?? "")
-        }
-    }
+    func run() throws { try runEnrollment("enroll", factor: factor, common: common) }
 }
 
 struct Reenroll: ParsableCommand {
@@ -24,13 +18,7 @@ struct Reenroll: ParsableCommand {
     @Argument(help: "fingerprint, pin, or an external factor's name.")
     var factor: String
 
-    func run() throws {
-        try guarded {
-            let s = try CtlSession.open(common)
-            let r = try s.call("reenroll", ["factor": .string(factor)])
-            print(r["label"]?.stringValue ?? "")
-        }
-    }
+    func run() throws { try runEnrollment("reenroll", factor: factor, common: common) }
 }
 
 struct Disable: ParsableCommand {
@@ -54,6 +42,17 @@ struct Disable: ParsableCommand {
                 }
             }
             let r = try s.call("disable", ["factor": .string(factor), "confirm": true])
+            print(r["label"]?.stringValue ?? "")
+        }
+    }
+}
+
+extension ParsableCommand {
+    /// `enroll` and `reenroll`: the same conversation, a different op.
+    func runEnrollment(_ op: String, factor: String, common: CommonOptions) throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            let r = try s.call(op, ["factor": .string(factor)])
             print(r["label"]?.stringValue ?? "")
         }
     }
