@@ -205,3 +205,38 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(f?.code, .noSession)
     }
 }
+
+/// A presence factor that wants to be offered after a login, like the fingerprint.
+final class OfferedFactor: UnlockFactor, Sendable {
+    let descriptor = FactorDescriptor(id: "offered", displayName: LocalizedText(en: "Touch", nb: "Berøring"), rank: 10,
+                                      contribution: .presenceOnly, offerAfterLogin: true,
+                                      offerText: LocalizedText(en: "Turn on touch login?", nb: "Slå på berøring?"))
+    func probe() async -> FactorPresence { .available }
+    func enroll(_ conversation: any FactorConversation) async throws(FactorError) -> FactorProof { FactorProof(enrollmentState: [1]) }
+    func verify(_ conversation: any FactorConversation, slot: EnrolledSlot) async throws(FactorError) -> FactorProof {
+        FactorProof(enrollmentState: [1])
+    }
+}
+
+final class EnrollmentOfferTests: XCTestCase {
+    func testOfferedAfterFirstLoginAndNotAgainOnceDeclined() async throws {
+        let fx = try Fixture()
+        defer { fx.cleanup() }
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        let first = ScriptedClient(confirms: [false])
+        _ = try await vault.login(provider: "bankid", conversation: first)
+        XCTAssertEqual(first.confirmQuestions, ["Turn on touch login?"], "offered right after the first login")
+        let second = ScriptedClient(confirms: [true])
+        _ = try await vault.login(provider: "bankid", conversation: second)
+        XCTAssertEqual(second.confirmQuestions, [], "declined: no second offer while this vaultd runs")
+        XCTAssertFalse(try fx.store.keyslots().contains { $0.id == "offered" })
+
+        // A new vaultd (a new run) offers again; accepting writes the slot.
+        let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        let third = ScriptedClient(confirms: [true])
+        _ = try await restarted.login(provider: "bankid", conversation: third)
+        XCTAssertEqual(third.confirmQuestions, ["Turn on touch login?"])
+        XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "offered" })
+    }
+}
