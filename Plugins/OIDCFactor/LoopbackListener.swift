@@ -18,11 +18,11 @@ struct BrowserPage: Sendable {
             <!DOCTYPE html>
             <html lang="\(lang)">
             <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">\
-            <title>\(BrowserPage.escape(heading))</title></head>
+            <title>\(HTML.escape(heading))</title></head>
             <body>
             <main>
-            <h1>\(BrowserPage.escape(heading))</h1>
-            <p>\(BrowserPage.escape(message))</p>
+            <h1>\(HTML.escape(heading))</h1>
+            <p>\(HTML.escape(message))</p>
             </main>
             </body>
             </html>
@@ -31,20 +31,6 @@ struct BrowserPage: Sendable {
         return Array(text.utf8)
     }
 
-    static func escape(_ s: String) -> String {
-        var out = ""
-        for c in s {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(c)
-            }
-        }
-        return out
-    }
 
     static func notFound(_ language: Language) -> BrowserPage {
         BrowserPage(status: .notFound, language: language, heading: "SessionVault",

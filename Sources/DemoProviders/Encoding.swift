@@ -156,18 +156,5 @@ func singleValued(_ pairs: [(String, String)]) -> (values: [String: String], rep
 
 // MARK: - HTML
 
-func htmlEscape(_ s: String) -> String {
-    var out = ""
-    out.reserveCapacity(s.utf8.count)
-    for ch in s.unicodeScalars {
-        switch ch {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        case "'": out += "&#39;"
-        default: out.unicodeScalars.append(ch)
-        }
-    }
-    return out
-}
+/// HTML escaping for the login pages (shared with the OIDC loopback page).
+func htmlEscape(_ s: String) -> String { HTML.escape(s) }

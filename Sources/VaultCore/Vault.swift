@@ -328,8 +328,6 @@ public actor Vault {
         }
     }
 
-    func pickSession(_ account: String?) throws(VaultFailure) -> String { try table.pick(account) }
-
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
         touch()
         guard request.refreshToken != nil || request.accessToken != nil else {
