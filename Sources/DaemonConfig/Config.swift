@@ -10,6 +10,10 @@ public struct FileConfig: Codable, Sendable {
     public var keyring: String?
     public var idle_timeout: Int?
     public var prompt_timeout: Int?
+    /// Seconds a client connection may sit idle before vaultd closes it (0 = never).
+    public var connection_idle_timeout: Int?
+    /// Client connections open at once.
+    public var max_connections: Int?
     public var log_level: String?
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?

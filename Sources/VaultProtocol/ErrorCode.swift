@@ -58,6 +58,9 @@ public struct VaultFailure: Error, Sendable, Equatable {
         VaultFailure(.lockedOut, message: Messages.lockedOut(seconds: seconds),
                      extra: ["retry_after": .int(Int64(seconds)), "factors": .array(factors.map { .string($0) })])
     }
+    public static func tooManyConnections(limit: Int) -> VaultFailure {
+        VaultFailure(.rateLimited, message: Messages.tooManyConnections(limit: limit), extra: ["retry_after": .int(1)])
+    }
     public static func noMatch(attemptsLeft: Int) -> VaultFailure {
         VaultFailure(.noMatch, message: Messages.noMatch(attemptsLeft: attemptsLeft),
                      extra: ["attempts_left": .int(Int64(attemptsLeft))])

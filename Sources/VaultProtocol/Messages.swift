@@ -80,6 +80,12 @@ public enum Messages {
             nb: "For mange feil forsøk. Prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
     }
 
+    public static func tooManyConnections(limit: Int) -> LocalizedText {
+        LocalizedText(
+            en: "vaultd already has \(limit) connections open, its limit. Close programs you are not using, or try again in a moment.",
+            nb: "vaultd har allerede \(limit) forbindelser åpne, som er grensen. Lukk programmer du ikke bruker, eller prøv igjen om litt.")
+    }
+
     public static func noMatch(attemptsLeft: Int) -> LocalizedText {
         if attemptsLeft <= 0 {
             return LocalizedText(

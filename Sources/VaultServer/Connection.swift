@@ -21,12 +21,30 @@ final class ConnectionState: Sendable {
         var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
         var nextPrompt = 0
         var closed = false
+        /// Requests being served in tasks (a prompt waiting counts): the
+        /// connection is not idle while any is in flight.
+        var inFlight = 0
+        var lastAnswered = NIODeadline.now()
     }
     let inner = Mutex(Inner())
 
     var language: Language { inner.withLock { $0.language } }
     var interactive: Bool { inner.withLock { $0.interactive } }
     var requester: Requester { inner.withLock { $0.requester } }
+
+    func began() { inner.withLock { $0.inFlight += 1 } }
+
+    func ended() {
+        inner.withLock {
+            $0.inFlight -= 1
+            $0.lastAnswered = .now()
+        }
+    }
+
+    /// Whether a request is in flight, and when the last one was answered.
+    var activity: (busy: Bool, lastAnswered: NIODeadline) {
+        inner.withLock { ($0.inFlight > 0, $0.lastAnswered) }
+    }
 
     func newPromptID() -> String {
         inner.withLock { s in
@@ -160,7 +178,12 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     let router: RequestRouter
     let state = ConnectionState()
     var authorized = false
+    /// Over the connection cap: one `rate_limited` answer, then closed.
+    var refused = false
     var pendingFrames: [Frame] = []
+    /// When the last complete frame arrived (partial lines do not count).
+    var lastFrame = NIODeadline.now()
+    var idleCheck: Scheduled<Void>?
 
     init(router: RequestRouter) {
         self.router = router
@@ -168,7 +191,18 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
-        router.connections.add(channel)
+        guard router.connections.add(channel, limit: router.limits.maxConnections) else {
+            refused = true
+            var buffer = channel.allocator.buffer(capacity: 256)
+            buffer.writeBytes(Response.failure(id: .null, error: .tooManyConnections(limit: router.limits.maxConnections),
+                                               language: .en).encoded())
+            channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+            context.fireChannelActive()
+            return
+        }
+        if router.limits.idleTimeout > 0 {
+            scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(router.limits.idleTimeout)))
+        }
         let state = self.state
         let ownUID = router.ownUID
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -192,14 +226,44 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         context.fireChannelActive()
     }
 
+    /// Closes the connection once it has been idle for the configured time:
+    /// nothing in flight, no complete frame and no answer for that long.
+    /// Checked when the earliest possible deadline comes, not on every frame.
+    func scheduleIdleCheck(on loop: any EventLoop, channel: any Channel, in delay: TimeAmount) {
+        let loopBound = NIOLoopBound(self, eventLoop: loop)
+        idleCheck = loop.scheduleTask(in: delay) {
+            loopBound.value.checkIdle(on: loop, channel: channel)
+        }
+    }
+
+    func checkIdle(on loop: any EventLoop, channel: any Channel) {
+        let timeout = TimeAmount.seconds(Int64(router.limits.idleTimeout))
+        let (busy, lastAnswered) = state.activity
+        if busy {
+            scheduleIdleCheck(on: loop, channel: channel, in: timeout)
+            return
+        }
+        let deadline = max(lastFrame, lastAnswered) + timeout
+        let now = NIODeadline.now()
+        if now >= deadline {
+            channel.close(promise: nil)
+        } else {
+            scheduleIdleCheck(on: loop, channel: channel, in: deadline - now)
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
         router.connections.remove(context.channel)
         state.close()
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused { return }
         let frame = unwrapInboundIn(data)
+        lastFrame = .now()
         if authorized {
             handle(frame, channel: context.channel)
         } else if pendingFrames.count < 64 {
@@ -261,11 +325,13 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func serve(_ request: Request, channel: any Channel) {
         let router = self.router
         let state = self.state
+        state.began()
         Task {
             let response = await router.handle(request, state: state, channel: channel)
             var out = channel.allocator.buffer(capacity: 256)
             out.writeBytes(response.encoded())
             channel.writeAndFlush(out, promise: nil)
+            state.ended()
         }
     }
 

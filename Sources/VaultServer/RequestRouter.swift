@@ -9,8 +9,16 @@ import VaultProtocol
 /// their open questions) instead of leaving tasks waiting on a dying loop.
 final class ConnectionSet: Sendable {
     private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
-    func add(_ c: any Channel) { open.withLock { $0[ObjectIdentifier(c)] = c } }
+    /// Adds `c` unless `limit` connections are already open; false means refused.
+    func add(_ c: any Channel, limit: Int = .max) -> Bool {
+        open.withLock { open in
+            guard open.count < limit else { return false }
+            open[ObjectIdentifier(c)] = c
+            return true
+        }
+    }
     func remove(_ c: any Channel) { _ = open.withLock { $0.removeValue(forKey: ObjectIdentifier(c)) } }
+    var count: Int { open.withLock { $0.count } }
     func closeAll() {
         for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) }
     }
@@ -36,6 +44,7 @@ struct RequestRouter: Sendable {
     let serverName: String
     let ownUID: UInt32
     let promptTimeout: Int64
+    let limits: ConnectionLimits
     let connections: ConnectionSet
     let releaseAudit = ReleaseAuditLimiter()
 

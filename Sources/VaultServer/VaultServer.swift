@@ -25,6 +25,26 @@ public enum ServerStartError: Error, Sendable {
     }
 }
 
+/// What one vaultd lets its clients hold open. Both bound what a misbehaving
+/// (or hostile) program of the same user can pin: a socket, a buffer of up to
+/// one 64 KiB line, and a slot in the event loop, per connection.
+public struct ConnectionLimits: Sendable {
+    /// Seconds a connection may sit without a complete request and with
+    /// nothing in flight before vaultd closes it (0 = never). A partial line
+    /// dribbled byte by byte does not count as activity.
+    public var idleTimeout: Int
+    /// Connections open at once; the next one gets `rate_limited` and is closed.
+    public var maxConnections: Int
+
+    public static let defaultIdleTimeout = 300
+    public static let defaultMaxConnections = 512
+
+    public init(idleTimeout: Int = ConnectionLimits.defaultIdleTimeout, maxConnections: Int = ConnectionLimits.defaultMaxConnections) {
+        self.idleTimeout = max(0, idleTimeout)
+        self.maxConnections = max(1, maxConnections)
+    }
+}
+
 /// The Unix-socket server: one per vaultd, in a 0700 directory, socket 0600,
 /// only the owning uid admitted (`SO_PEERCRED`).
 public final class VaultServer: Sendable {
@@ -33,12 +53,14 @@ public final class VaultServer: Sendable {
     let group: MultiThreadedEventLoopGroup
     let logger: Logger
 
-    public init(vault: Vault, socketPath: String, group: MultiThreadedEventLoopGroup, logger: Logger, promptTimeout: Int = 120) {
+    public init(vault: Vault, socketPath: String, group: MultiThreadedEventLoopGroup, logger: Logger, promptTimeout: Int = 120,
+                limits: ConnectionLimits = ConnectionLimits()) {
         self.socketPath = socketPath
         self.group = group
         self.logger = logger
         self.router = RequestRouter(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
-                                    ownUID: getuid(), promptTimeout: Int64(promptTimeout), connections: ConnectionSet())
+                                    ownUID: getuid(), promptTimeout: Int64(promptTimeout), limits: limits,
+                                    connections: ConnectionSet())
     }
 
     /// Closes every client connection; their open questions count as cancelled.

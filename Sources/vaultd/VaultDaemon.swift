@@ -52,6 +52,7 @@ struct VaultDaemon: AsyncParsableCommand {
     mutating func run() async throws {
         umask(0o077)
         Hardening.disableCoreDumps()
+        Hardening.raiseDescriptorLimit()
         let language = Language(locale: Paths.env("LC_ALL") ?? Paths.env("LC_MESSAGES") ?? Paths.env("LANG"))
 
         let file: FileConfig
@@ -189,10 +190,19 @@ struct VaultDaemon: AsyncParsableCommand {
         }
         auditForwarder.attach(vault.audit)
 
+        if let n = file.max_connections, n < 1 {
+            Self.fail(Messages.configInvalid, detail: "max_connections must be at least 1", language: language, code: 2)
+        }
+        if let n = file.connection_idle_timeout, n < 0 {
+            Self.fail(Messages.configInvalid, detail: "connection_idle_timeout must be 0 (never) or more seconds", language: language, code: 2)
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
         let server = VaultServer(vault: vault, socketPath: activated.flatMap(Systemd.socketPath(of:)) ?? socketPath, group: group,
-                                 logger: logger, promptTimeout: vaultConfig.promptTimeout)
+                                 logger: logger, promptTimeout: vaultConfig.promptTimeout,
+                                 limits: ConnectionLimits(
+                                     idleTimeout: file.connection_idle_timeout ?? ConnectionLimits.defaultIdleTimeout,
+                                     maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections))
         // The socket is bound inside the service group, so SIGTERM/SIGINT are
         // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [
@@ -319,5 +329,14 @@ enum Hardening {
         var limit = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
         _ = sv_set_not_dumpable()
+    }
+
+    /// Every client connection is a descriptor: raise the soft limit to the
+    /// hard one so the connection cap, not EMFILE, is what a flood meets.
+    static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
     }
 }
