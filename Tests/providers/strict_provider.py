@@ -346,6 +346,11 @@ CONFIG_KEYS = {
     "iss_parameter_supported": bool,
     "require_nonce": bool,
     "id_token_on_refresh": bool,
+    # The previous refresh token stays usable until its successor is first used
+    # (Auth0's and Okta's rotation overlap): a client that crashed before
+    # storing the successor it never saw can still refresh. Reuse of anything
+    # older, or of a token whose successor was used, still revokes the family.
+    "rotation_grace": bool,
 }
 
 
@@ -391,6 +396,7 @@ class Provider:
             "codes_issued": 0,
             "code_replays": 0,
             "refresh_reuse_detected": 0,
+            "refresh_grace_used": 0,       # a rotated token accepted under rotation_grace
             "families_revoked": 0,
             "revocations": {"access_token": 0, "refresh_token": 0, "unknown": 0},
             "max_concurrent_token": 0,
@@ -1105,6 +1111,13 @@ class Handler(BaseHTTPRequestHandler):
             fam = P.families[rt["family"]]
             if fam["client_id"] != client_id:
                 raise OAuthError("invalid_grant", "refresh token was issued to another client")
+            successor = P.refresh.get(rt.get("successor", ""))
+            if (rt["state"] == "rotated" and P.config.get("rotation_grace") and not fam["revoked"]
+                    and successor is not None and successor["state"] == "active"):
+                # Its successor was never used: the client never got it. Supersede it.
+                P.stats["refresh_grace_used"] += 1
+                successor["state"] = "rotated"
+                rt["state"] = "active"
             if rt["state"] == "rotated":
                 # Reuse of a rotated refresh token: assume theft, revoke the whole family.
                 P.stats["refresh_reuse_detected"] += 1
@@ -1125,7 +1138,7 @@ class Handler(BaseHTTPRequestHandler):
                     "expires_in": P.config["access_ttl"], "scope": scope}
             if PROFILES[P.profile]["refresh"] == "rotate":
                 rt["state"] = "rotated"
-                body["refresh_token"] = P.issue_refresh(fam)
+                body["refresh_token"] = rt["successor"] = P.issue_refresh(fam)
                 body["refresh_expires_in"] = P.config["refresh_ttl"]
             if P.config["id_token_on_refresh"] and "openid" in scope.split():
                 # OIDC Core 12.2: same iss/sub/aud/auth_time, new iat, no nonce.
@@ -1293,6 +1306,7 @@ def main(argv=None):
         "iss_parameter_supported": not args.no_iss_parameter,
         "require_nonce": True,
         "id_token_on_refresh": True,
+        "rotation_grace": False,
     }
     PROVIDER = Provider(args.profile, config)
     server = Server(("127.0.0.1", args.port), Handler)

@@ -523,6 +523,28 @@ class TestBankID(StrictCase):
         _, other = self.tokens()
         self.assertEqual(self.refresh(other["refresh_token"]).status, 200)
 
+    def test_rotation_grace_accepts_the_previous_token_until_its_successor_is_used(self):
+        admin(self.base, "config", {"rotation_grace": True})
+        _, tok = self.tokens()
+        rt1 = tok["refresh_token"]
+        rt2 = self.refresh(rt1).json()["refresh_token"]       # the client "crashes" before storing rt2
+        r = self.refresh(rt1)                                  # ...and retries with rt1: accepted
+        self.assertEqual(r.status, 200, r.body)
+        rt2b = r.json()["refresh_token"]
+        self.assertNotEqual(rt2b, rt2)
+        self.assertEqual(admin(self.base, "stats")["refresh_grace_used"], 1)
+        rt3 = self.refresh(rt2b).json()["refresh_token"]      # the successor is used now
+        # rt2 (superseded) and rt1 (its successor used) are both reuse: the family is revoked.
+        self.assert_oauth_error(self.refresh(rt1), "invalid_grant")
+        self.assert_oauth_error(self.refresh(rt3), "invalid_grant")
+        st = admin(self.base, "stats")
+        self.assertEqual((st["refresh_grace_used"], st["refresh_reuse_detected"], st["families_revoked"]), (1, 1, 1))
+        # without the grace, the first retry is already reuse
+        admin(self.base, "config", {"rotation_grace": False})
+        _, tok = self.tokens()
+        self.assertEqual(self.refresh(tok["refresh_token"]).status, 200)
+        self.assert_oauth_error(self.refresh(tok["refresh_token"]), "invalid_grant")
+
     def test_refresh_cannot_widen_scope(self):
         _, tok = self.tokens()
         self.assert_oauth_error(self.refresh(tok["refresh_token"], scope="openid email"), "invalid_scope")
