@@ -55,7 +55,10 @@ final class RegistryMembers: MemberDirectory {
                                                     attributes: [.posixPermissions: 0o700])
         }
         if demo {
-            let registry = try SQLiteMemberRegistry(path: dataDir + "/demo-members.sqlite")
+            // In memory: the demo registry plays the organization's member
+            // server, and the numbers it learns must not lie in clear in the
+            // person's data dir. It is seeded afresh at every start.
+            let registry = try SQLiteMemberRegistry(path: ":memory:")
             // The demo's synthetic people, with no national ID on record yet:
             // the first login fills it in ("member record updated").
             try registry.seed(DemoIdentity.all.map { person in

@@ -60,7 +60,7 @@ final class AtRestTests: VaultdTestCase {
         assertNoSecrets(needles + ["AT4-\(unique)", "RT4-\(unique)"], under: v.dataDir, log: v.logPath)
 
         // The scan itself works: a file holding a needle would be found.
-        _ = FileManager.default.createFile(atPath: v.dataDir + "/probe.txt", contents: Data("x\(pin)x".utf8))
+        _ = FileManager.default.createFile(atPath: v.dataDir + "/canary-probe.txt", contents: Data("x\(pin)x".utf8))
         XCTAssertFalse(filesContaining(Array(pin.utf8), under: v.dataDir).isEmpty, "the scan does not find what it looks for")
     }
 

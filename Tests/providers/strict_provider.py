@@ -99,6 +99,17 @@ def int_to_b64u(n: int, length: int | None = None) -> str:
     return b64u(n.to_bytes(length, "big"))
 
 
+ISSUED_LOG: str | None = None   # --issued-log: every secret handed out, for the secrets scan
+
+
+def note_issued(kind: str, value: str) -> str:
+    """Appends `kind<TAB>value` to the --issued-log file (tokens, codes, national IDs)."""
+    if ISSUED_LOG and value:
+        with open(ISSUED_LOG, "a", encoding="utf-8") as f:
+            f.write(f"{kind}\t{value}\n")
+    return value
+
+
 def token_hash(token: str) -> str:
     """at_hash: left half of SHA-256 of the ASCII token (all our algs use SHA-256)."""
     digest = hashlib.sha256(token.encode("ascii")).digest()
@@ -580,7 +591,7 @@ class Provider:
         header = {"alg": key.alg, "typ": "JWT", "kid": key.kid}
         if self.takev("no_kid", grant) is not None:
             del header["kid"]
-        return make_jws(header, claims, key.sign)
+        return note_issued("token", make_jws(header, claims, key.sign))
 
     # --- users ---------------------------------------------------------------------------
     def update_user(self, user_id: str, body: dict) -> dict:
@@ -593,6 +604,8 @@ class Provider:
                     user.pop(k, None)
                 else:
                     user[k] = v
+            if isinstance(user.get("nin"), str):
+                note_issued("nin", user["nin"])
             return dict(user)
 
     # --- tokens --------------------------------------------------------------------------
@@ -609,14 +622,14 @@ class Provider:
         self.access[tok] = {"family": fam["id"], "scope": scope, "revoked": False,
                             "exp": time.time() + self.config["access_ttl"]}
         fam["access_tokens"].append(tok)
-        return tok
+        return note_issued("token", tok)
 
     def issue_refresh(self, fam: dict) -> str:
         tok = secrets.token_urlsafe(48)
         self.refresh[tok] = {"family": fam["id"], "state": "active",
                              "exp": time.time() + self.config["refresh_ttl"]}
         fam["refresh_tokens"].append(tok)
-        return tok
+        return note_issued("token", tok)
 
     def revoke_family(self, fam: dict, why: str):
         if not fam["revoked"]:
@@ -928,7 +941,7 @@ class Handler(BaseHTTPRequestHandler):
         if v is not None:
             return fail("access_denied" if v is True else str(v), "authorize_error behaviour")
         now = time.time()
-        code = secrets.token_urlsafe(32)
+        code = note_issued("code", secrets.token_urlsafe(32))
         login_sub = (str(uuid.uuid4()) if self.server.profile == "bankid" else
                      stable_id("vipps", user_id) if self.server.profile == "vipps" else user_id)
         granted = [s for s in params["scope"].split() if s in PROFILES[self.server.profile]["scopes"]]
@@ -1294,7 +1307,13 @@ def main(argv=None):
     ap.add_argument("--idle-exit", type=float, default=600, help="seconds without requests; 0 = never")
     ap.add_argument("--watch-pid", type=int, default=None, help="also exit when this pid is gone")
     ap.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    ap.add_argument("--issued-log", default=None,
+                    help="append every token, code and national ID number handed out to this file")
     args = ap.parse_args(argv)
+    global ISSUED_LOG
+    ISSUED_LOG = args.issued_log
+    for user in default_users().values():
+        note_issued("nin", user["nin"])
 
     config = {
         "client_id": args.client_id,

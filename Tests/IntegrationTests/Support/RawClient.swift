@@ -189,6 +189,9 @@ final class RawClient {
     func call(_ op: String, _ fields: [String: JSON] = [:], id: JSON? = nil, timeout: Double = 30,
               onPrompt: ((Prompt) -> PromptReply)? = nil) throws -> JSON {
         let rid = id ?? .int(freshID())
+        if op == "import" {
+            for key in ["access_token", "refresh_token"] { if let t = fields[key]?.stringValue { SecretLedger.record("token", t) } }
+        }
         guard send(Request(id: rid, op: op, fields: fields)) else { throw IntegrationError("send failed (\(op))") }
         let deadline = monotonicNow() + timeout
         while true {
@@ -206,6 +209,7 @@ final class RawClient {
                 case .cancel:
                     send(Request(id: .int(freshID()), op: "answer", fields: ["pid": .string(prompt.pid), "cancel": true]))
                 case .value(let v):
+                    if prompt.kind == .secret, let typed = v.stringValue { SecretLedger.record("pin", typed) }
                     send(Request(id: .int(freshID()), op: "answer", fields: ["pid": .string(prompt.pid), "value": v]))
                 }
                 continue

@@ -39,7 +39,8 @@ final class TestProvider {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: python)
         p.arguments = [TestProvider.packageRoot + "/Tests/providers/strict_provider.py", "--profile", profile,
-                       "--watch-pid", "\(getpid())", "--idle-exit", "300"] + arguments
+                       "--watch-pid", "\(getpid())", "--idle-exit", "300"]
+            + (SecretLedger.issuedLog(profile).map { ["--issued-log", $0] } ?? []) + arguments
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
