@@ -151,7 +151,12 @@ public final class VaultConnection {
     /// Reads one line (without the newline).
     public func readLine() throws(ClientError) -> [UInt8] {
         while true {
-            if let nl = buffer.firstIndex(of: 0x0A) {
+            // memchr, not a generic element search: answers carry ~1 KB tokens.
+            let newline = buffer.withUnsafeBytes { raw -> Int? in
+                guard let base = raw.baseAddress, let hit = memchr(base, 0x0A, raw.count) else { return nil }
+                return base.distance(to: UnsafeRawPointer(hit))
+            }
+            if let nl = newline {
                 let line = Array(buffer[..<nl])
                 buffer.removeSubrange(...nl)
                 return line

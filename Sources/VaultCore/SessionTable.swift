@@ -9,8 +9,16 @@ import VaultStore
 /// so releasing a session from an unlocked vault takes no thread hop.
 final class SessionTable: Sendable {
     struct Entry {
-        var meta: SessionMeta
-        var row: SessionRow
+        let meta: SessionMeta
+        let row: SessionRow
+        /// The release answer's fixed part, serialized once per record version.
+        let resultTail: [UInt8]
+
+        init(meta: SessionMeta, row: SessionRow) {
+            self.meta = meta
+            self.row = row
+            resultTail = ReleasedSession.tail(of: meta)
+        }
     }
 
     private struct State {

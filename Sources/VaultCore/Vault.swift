@@ -31,6 +31,45 @@ public struct ReleasedSession: Sendable {
     public var expiresAt: Int64?
     public var meta: SessionMeta
 
+    /// Everything in `json` after the access token, already serialized
+    /// (`,"account":…}`), when the release came from the session table.
+    public var resultTail: [UInt8]?
+
+    public init(accessToken: String, expiresAt: Int64?, meta: SessionMeta) {
+        self.accessToken = accessToken
+        self.expiresAt = expiresAt
+        self.meta = meta
+    }
+
+    /// The whole answer line for request `id`: the same bytes as
+    /// `Response.success(id:result: json).encoded()`, written without building
+    /// the JSON tree when the fixed part is at hand (the release fast path).
+    public func answer(id: JSON) -> [UInt8] {
+        guard let resultTail, accessToken.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0x7F }) else {
+            return Response.success(id: id, result: json).encoded()
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(48 + accessToken.utf8.count + resultTail.count)
+        out.append(contentsOf: #"{"id":"#.utf8)
+        id.write(into: &out)
+        out.append(contentsOf: #","ok":true,"result":{"access_token":""#.utf8)
+        out.append(contentsOf: accessToken.utf8)
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: resultTail)
+        out.append(contentsOf: "}\n".utf8)
+        return out
+    }
+
+    /// `json` without the access token, serialized: what `resultTail` holds.
+    static func tail(of meta: SessionMeta) -> [UInt8] {
+        guard case .object(var o) = ReleasedSession(accessToken: "", expiresAt: meta.accessExpiresAt, meta: meta).json else { return [] }
+        o["access_token"] = nil
+        var out = JSON.object(o).serialized()
+        // `{"account":…}` → `,"account":…}`: keys sort after "access_token".
+        if !out.isEmpty { out[0] = UInt8(ascii: ",") }
+        return out
+    }
+
     public var json: JSON {
         var claims = meta.claims
         if claims["name"] == nil { claims["name"] = .string(meta.name) }
@@ -308,8 +347,14 @@ public actor Vault {
         let nowS = now()
         guard let (key, id, entry) = table.releasable(account, now: nowS) else { return nil }
         if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= Vault.refreshWindow { return nil }
-        guard let secret = try? openSecret(id: id, entry: entry, key: key), let token = secret.accessToken else { return nil }
-        return ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
+        guard let box = try? SealedBox(bytes: entry.row.sealedSecret),
+              let token = try? SecretBox.withOpened(box, key: key,
+                                                    associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion),
+                                                    SessionSecret.accessToken(in:))
+        else { return nil }
+        var released = ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
+        released.resultTail = entry.resultTail
+        return released
     }
 
     /// The secret half of a session, opened with the vault key.

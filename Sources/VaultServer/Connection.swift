@@ -173,7 +173,7 @@ struct ServerConversation: ClientConversation {
 final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     // @unchecked: NIO calls a handler only on its channel's event loop; the
     // fields below are touched nowhere else. Tasks use `state` and `channel`.
-    typealias InboundIn = Frame
+    typealias InboundIn = ByteBuffer
 
     let router: RequestRouter
     let state = ConnectionState()
@@ -181,6 +181,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Over the connection cap: one `rate_limited` answer, then closed.
     var refused = false
     var pendingFrames: [Frame] = []
+    var splitter = LineSplitter()
     /// When the last complete frame arrived (partial lines do not count).
     var lastFrame = NIODeadline.now()
     var idleCheck: Scheduled<Void>?
@@ -262,13 +263,16 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if refused { return }
-        let frame = unwrapInboundIn(data)
-        lastFrame = .now()
-        if authorized {
-            handle(frame, channel: context.channel)
-        } else if pendingFrames.count < 64 {
-            // Frames that arrive before the peer check completes wait for it.
-            pendingFrames.append(frame)
+        var bytes = unwrapInboundIn(data)
+        let channel = context.channel
+        splitter.feed(&bytes) { frame in
+            lastFrame = .now()
+            if authorized {
+                handle(frame, channel: channel)
+            } else if pendingFrames.count < 64 {
+                // Frames that arrive before the peer check completes wait for it.
+                pendingFrames.append(frame)
+            }
         }
     }
 
@@ -311,7 +315,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 if let released = router.vault.releaseIfReady(account: request["account"]?.stringValue) {
                     // Audit first: the client may exit the moment it has its answer.
                     router.auditRelease(released, state: state)
-                    write(.success(id: request.id, result: released.json), to: channel)
+                    let answer = released.answer(id: request.id)
+                    var buffer = channel.allocator.buffer(capacity: answer.count)
+                    buffer.writeBytes(answer)
+                    channel.writeAndFlush(buffer, promise: nil)
                 } else {
                     serve(request, channel: channel)
                 }

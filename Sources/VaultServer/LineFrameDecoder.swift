@@ -7,63 +7,71 @@ enum Frame {
     case tooLong
 }
 
-/// Splits the byte stream at `\n` (an optional `\r` before it is dropped).
-/// A line longer than `Wire.maxLineBytes` is never buffered whole: as soon as
-/// the limit is passed the decoder reports `.tooLong` and discards input, and
-/// the connection handler answers once and closes.
-struct LineFrameDecoder: ByteToMessageDecoder {
-    typealias InboundOut = Frame
-
+/// Splits a connection's byte stream at `\n` (an optional `\r` before it is
+/// dropped). A line longer than `Wire.maxLineBytes` is never buffered whole:
+/// as soon as the limit is passed the splitter reports `.tooLong` once and
+/// ignores everything after, and the connection handler answers and closes.
+///
+/// The connection handler calls it directly rather than through a
+/// `ByteToMessageHandler`: a request is usually one whole line in one read,
+/// handed on as a slice of the read buffer with no copy, no extra pipeline
+/// step and no boxing of the frame.
+struct LineSplitter {
     let maxLineBytes: Int
-    /// Bytes already searched for a newline, so a slowly dribbled line is
-    /// scanned once, not once per arriving packet.
+    /// A partial line carried over to the next read.
+    private var pending: ByteBuffer?
+    /// Bytes of `pending` already searched for a newline, so a slowly dribbled
+    /// line is scanned once, not once per arriving packet.
     private var scanned = 0
-    private var overflowed = false
+    private(set) var overflowed = false
 
     init(maxLineBytes: Int = Wire.maxLineBytes) {
         self.maxLineBytes = maxLineBytes
     }
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if overflowed {
-            buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
-            return .needMoreData
+    /// Calls `emit` for every whole line in `incoming` (after what was
+    /// pending), or once with `.tooLong`; keeps a partial last line.
+    mutating func feed(_ incoming: inout ByteBuffer, _ emit: (Frame) -> Void) {
+        guard !overflowed else { return }
+        var buffer: ByteBuffer
+        if var carried = pending {
+            carried.writeBuffer(&incoming)
+            buffer = carried
+            pending = nil
+        } else {
+            buffer = incoming
         }
-        let view = buffer.readableBytesView
-        let searchStart = view.index(view.startIndex, offsetBy: scanned)
-        if let newline = view[searchStart...].firstIndex(of: 0x0A) {
+        while true {
+            let view = buffer.readableBytesView
+            let searchStart = view.index(view.startIndex, offsetBy: scanned)
+            guard let newline = view[searchStart...].firstIndex(of: 0x0A) else {
+                scanned = view.count
+                if view.count > maxLineBytes {
+                    overflow(emit)
+                } else if view.count > 0 {
+                    pending = buffer
+                }
+                return
+            }
             let length = view.distance(from: view.startIndex, to: newline)
             scanned = 0
             if length > maxLineBytes {
-                overflow(context: context, buffer: &buffer)
-                return .needMoreData
+                overflow(emit)
+                return
             }
-            guard var line = buffer.readSlice(length: length) else { return .needMoreData }
+            guard var line = buffer.readSlice(length: length) else { return }
             buffer.moveReaderIndex(forwardBy: 1)
             if line.readableBytes > 0, line.getInteger(at: line.writerIndex - 1, as: UInt8.self) == 0x0D {
                 line.moveWriterIndex(to: line.writerIndex - 1)
             }
-            context.fireChannelRead(wrapInboundOut(.line(line)))
-            return .continue
+            emit(.line(line))
         }
-        scanned = view.count
-        if view.count > maxLineBytes {
-            overflow(context: context, buffer: &buffer)
-        }
-        return .needMoreData
     }
 
-    private mutating func overflow(context: ChannelHandlerContext, buffer: inout ByteBuffer) {
+    private mutating func overflow(_ emit: (Frame) -> Void) {
         overflowed = true
+        pending = nil
         scanned = 0
-        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
-        context.fireChannelRead(wrapInboundOut(.tooLong))
-    }
-
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-        // Whole lines still buffered are served; a partial last line is dropped.
-        while try decode(context: context, buffer: &buffer) == .continue {}
-        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
-        return .needMoreData
+        emit(.tooLong)
     }
 }

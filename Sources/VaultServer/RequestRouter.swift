@@ -25,10 +25,14 @@ final class ConnectionSet: Sendable {
 }
 
 final class ReleaseAuditLimiter: Sendable {
-    private let last = Mutex<[String: Double]>([:])
+    private struct Key: Hashable {
+        var pid: Int32
+        var account: String
+    }
+    private let last = Mutex<[Key: Double]>([:])
     func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
         last.withLock { seen in
-            let key = "\(pid) \(account)"
+            let key = Key(pid: pid, account: account)
             if let t = seen[key], now - t < 60 { return false }
             if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
             seen[key] = now

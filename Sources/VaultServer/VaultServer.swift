@@ -78,7 +78,6 @@ public final class VaultServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder()))
                     try channel.pipeline.syncOperations.addHandler(ConnectionHandler(router: router))
                 }
             }
