@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import Synchronization
 import NIOHTTP1
 import NIOPosix
 import VaultFactor
@@ -13,21 +14,36 @@ import VaultFactor
 ///   or hostile, and a token request must never be re-sent elsewhere.
 /// - Bodies are streamed with a cap, so a huge response cannot blow up memory.
 public final class OIDCHTTPClient: Sendable {
-    let client: HTTPClient
-    public let eventLoopGroup: any EventLoopGroup
+    private let group: (any EventLoopGroup)?
+    /// Made on the first request: a vaultd that never talks to a provider
+    /// never starts AsyncHTTPClient or NIO's shared event loop threads (and
+    /// keeps their memory).
+    private let made = Mutex<HTTPClient?>(nil)
 
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
-        var config = HTTPClient.Configuration()
-        config.redirectConfiguration = .disallow
-        config.connectionPool.retryConnectionEstablishment = false
-        config.decompression = .disabled
-        config.timeout = HTTPClient.Configuration.Timeout(connect: .seconds(10))
-        self.eventLoopGroup = eventLoopGroup
-        self.client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: config)
+    /// The event loops for HTTP and the loopback listener (NIO's shared group unless given).
+    public var eventLoopGroup: any EventLoopGroup { group ?? MultiThreadedEventLoopGroup.singleton }
+
+    public init(eventLoopGroup: (any EventLoopGroup)? = nil) {
+        self.group = eventLoopGroup
+    }
+
+    var client: HTTPClient {
+        made.withLock { made in
+            if let client = made { return client }
+            var config = HTTPClient.Configuration()
+            config.redirectConfiguration = .disallow
+            config.connectionPool.retryConnectionEstablishment = false
+            config.decompression = .disabled
+            config.timeout = HTTPClient.Configuration.Timeout(connect: .seconds(10))
+            let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: config)
+            made = client
+            return client
+        }
     }
 
     /// Closes idle connections; pending requests fail. Call once, when vaultd stops.
     public func shutdown() async {
+        guard let client = made.withLock({ $0 }) else { return }
         try? await client.shutdown()
     }
 
