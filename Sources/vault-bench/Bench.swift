@@ -67,6 +67,11 @@ struct VaultBench: ParsableCommand {
                       clients == 8 ? t.perSecond >= 30_000 : nil)
         }
 
+        let abuse = try measureUnderAbuse(daemon.socket, account: "one-0", count: requests / 4)
+        let abuseRatio = Double(abuse.abused.p99) / Double(max(1, abuse.quiet.p99))
+        table.add("release p99 beside 100 idle + 100 dribbling connections (alone \(us(abuse.quiet.p99)))", us(abuse.abused.p99),
+                  "≤ 2× alone: \(String(format: "%.2f", abuseRatio))×", abuseRatio <= 2)
+
         // Peer: a libsecret lookup of a stored secret from a running process
         // (what an app would do without a vault), when a Secret Service is here.
         if let peer = measureSecretServiceLookup(count: quick ? 200 : 2_000) {
