@@ -141,6 +141,7 @@ public struct FileConfig: Codable, Sendable {
         // Every line is blank, a # comment, a [table] header, or `key = value`:
         // the config needs nothing else (no multi-line strings or arrays).
         let space = CharacterSet(charactersIn: " \t")
+        var table = ""
         // Split on scalars: as Characters, "\r\n" is one grapheme and never equals "\n".
         for (n, scalars) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let raw = String(String.UnicodeScalarView(scalars))
@@ -155,15 +156,43 @@ public struct FileConfig: Codable, Sendable {
                       isDottedKey(body.dropFirst(open).dropLast(open)[...]) else {
                     throw ConfigError(detail: "line \(n + 1): a table header like [pin] was expected")
                 }
+                table = body.dropFirst(open).dropLast(open).split(separator: ".").map { $0.trimmingCharacters(in: space) }
+                    .joined(separator: ".")
+                guard !isArray, knownKeys(table: table) != nil else {
+                    throw ConfigError(detail: "line \(n + 1): there is no table [\(table)]; docs/operations.md lists the settings")
+                }
                 continue
             }
             guard let eq = line.firstIndex(of: "="), isDottedKey(line[..<eq]) else {
                 throw ConfigError(detail: "line \(n + 1): “key = value” was expected (keys use letters, digits, “_” and “-”)")
             }
+            // A mistyped setting would otherwise be ignored without a word, and
+            // the person would believe, say, a shorter lock timeout is in force.
+            let key = line[..<eq].trimmingCharacters(in: space)
+            if let known = knownKeys(table: table), !known.contains(key) {
+                let place = table.isEmpty ? "at the top level" : "in [\(table)]"
+                throw ConfigError(detail: "line \(n + 1): “\(key)” is not a setting \(place); docs/operations.md lists the settings")
+            }
             let value = line[line.index(after: eq)...].trimmingCharacters(in: space)
             guard isSimpleValue(value) else {
                 throw ConfigError(detail: "line \(n + 1): the value must be a whole number, true or false, or \"text in quotes\"")
             }
+        }
+    }
+
+    /// The settings a table may hold (nil: no such table), read off the types
+    /// themselves so the list cannot drift from what is decoded.
+    static func knownKeys(table: String) -> Set<String>? {
+        func fields(_ value: Any) -> Set<String> { Set(Mirror(reflecting: value).children.compactMap(\.label)) }
+        let parts = table.split(separator: ".", omittingEmptySubsequences: false)
+        switch (parts.first.map(String.init) ?? "", parts.count) {
+        case ("", _) where table.isEmpty: return fields(FileConfig()).subtracting(["pin", "fingerprint", "plugins", "members", "providers"])
+        case ("pin", 1): return fields(PINSection())
+        case ("fingerprint", 1): return fields(FingerprintSection())
+        case ("plugins", 1): return fields(PluginsSection())
+        case ("members", 1): return fields(MembersSection())
+        case ("providers", 2): return fields(ProviderSection())
+        default: return nil
         }
     }
 

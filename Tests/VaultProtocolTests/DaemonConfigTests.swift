@@ -28,6 +28,41 @@ final class DaemonConfigTests: XCTestCase {
         XCTAssertEqual(c.fingerprint?.reader, "stub")
     }
 
+    /// docs/operations.md's config.toml, with its commented-out settings switched
+    /// on too: every setting the docs name is one vaultd knows.
+    func testTheOperationsGuideConfigParsesWithEverySettingOn() throws {
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/operations.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let start = try XCTUnwrap(text.range(of: "```toml\n"))
+        let end = try XCTUnwrap(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        let block = text[start.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("# ") && line.contains(" = ") ? String(line.dropFirst(2)) : String(line)
+        }.joined(separator: "\n")
+        let c = try FileConfig.parse(block)
+        XCTAssertNotNil(c.max_connections)
+        XCTAssertNotNil(c.connection_idle_timeout)
+        XCTAssertNotNil(c.providers?["bankid"]?.client_id)
+    }
+
+    func testAMistypedSettingIsRefusedNotIgnored() {
+        let cases: [(String, String)] = [
+            ("idle_timout = 60", "line 1: “idle_timout” is not a setting at the top level"),
+            ("[pin]\nmax_connections = 4", "line 2: “max_connections” is not a setting in [pin]"),
+            ("[pinn]\nmin_length = 6", "line 1: there is no table [pinn]"),
+            ("[providers]\nclient_id = \"x\"", "line 1: there is no table [providers]"),
+            ("[providers.bankid]\nclient_idd = \"x\"", "“client_idd” is not a setting in [providers.bankid]"),
+            ("[[pin]]\nmin_length = 6", "there is no table [pin]"),
+        ]
+        for (text, expected) in cases {
+            XCTAssertThrowsError(try FileConfig.parse(text), text) { error in
+                let detail = (error as? ConfigError)?.detail ?? ""
+                XCTAssertTrue(detail.contains(expected), "\(text.debugDescription) → \(detail)")
+            }
+        }
+        XCTAssertNoThrow(try FileConfig.parse("[providers.my-idp]\nissuer = \"https://idp.example\"\nclient_id = \"c\""))
+    }
+
     func testWindowsLineEndsAndAByteOrderMarkAreFine() throws {
         let c = try FileConfig.parse("\u{FEFF}idle_timeout = 60\r\n[pin]\r\nfree_attempts = 3\r\n")
         XCTAssertEqual(c.idle_timeout, 60)
