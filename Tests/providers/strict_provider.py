@@ -41,7 +41,11 @@ Admin API (loopback only; all bodies and answers are JSON):
                                        {"value": v, "times": n, "grant": "refresh_token"}:
                                        used n times then cleared; token-endpoint and ID-token
                                        behaviours can be limited to one grant type.
-  GET  /_admin/stats                   counters (see Provider.new_stats)
+  GET  /_admin/stats                   counters (see Provider.new_stats), and token_calls: one
+                                       entry per /token request (the last 10,000) with its grant,
+                                       HTTP status, start_ns/end_ns and ms: time.monotonic_ns(),
+                                       i.e. CLOCK_MONOTONIC, so a benchmark on the same machine
+                                       can place them on its own clock
   POST /_admin/reset                   behaviours, stats, codes, tokens, users, config back
                                        to the start values (signing keys are kept)
   POST /_admin/rotate-keys             {"keep_old": true} -> {"kid": new, "kids": [...]}
@@ -397,7 +401,20 @@ class Provider:
             "behaviours_applied": {},      # behaviour name -> times it took effect
             "last_authorize": None,        # the parameters of the last /authorize request
             "last_token_request": None,    # form parameters + "client_auth" of the last /token
+            "token_calls": [],             # per /token request: grant, status, start_ns, end_ns, ms
         }
+
+    TOKEN_CALLS_KEPT = 10_000
+
+    def record_token_call(self, grant: str | None, status: int | None, start_ns: int, end_ns: int):
+        """How long one /token request took here, from its headers parsed to its answer
+        written (benchmarks subtract it from what their client saw)."""
+        with self.lock:
+            calls = self.stats["token_calls"]
+            calls.append({"grant": grant, "status": status, "start_ns": start_ns, "end_ns": end_ns,
+                          "ms": (end_ns - start_ns) / 1e6})
+            if len(calls) > self.TOKEN_CALLS_KEPT:
+                del calls[: len(calls) - self.TOKEN_CALLS_KEPT]
 
     def count(self, *path, by=1):
         with self.lock:
@@ -733,6 +750,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def send(self, status: int, body: bytes, ctype: str, headers: dict | None = None):
+        self.sent_status = status
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -764,7 +782,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self, method: str):
         P = PROVIDER
+        started = time.monotonic_ns()
         P.last_activity = time.monotonic()
+        self.sent_status = None
+        self.token_grant = None
+        endpoint = None
         url = urlsplit(self.path)
         path = url.path
         routes = {
@@ -812,6 +834,9 @@ class Handler(BaseHTTPRequestHandler):
                                      "error_description": f"strict_provider bug: {e!r}"})
             except OSError:
                 pass
+        finally:
+            if endpoint == "token":
+                P.record_token_call(self.token_grant, self.sent_status, started, time.monotonic_ns())
 
     # --- parameter parsing ---------------------------------------------------------------
     def form(self) -> list[tuple[str, str]]:
@@ -1011,6 +1036,7 @@ class Handler(BaseHTTPRequestHandler):
         pairs = self.form()
         params, dups = self.single(pairs)
         grant = params.get("grant_type", "")
+        self.token_grant = grant
         P.count("token_grants", grant if grant in ("authorization_code", "refresh_token") else "other")
         with P.lock:
             P.stats["last_token_request"] = dict(params)

@@ -772,6 +772,27 @@ class TestGeneric(StrictCase):
         self.assertEqual(st["active"]["refresh_tokens"], 1)
 
 
+    def test_token_calls_are_timed(self):
+        before = time.monotonic_ns()
+        _, tok = self.tokens()
+        self.behave(slow_token={"value": 0.2, "grant": "refresh_token", "times": 1})
+        self.refresh(tok["refresh_token"])
+        self.refresh("not-a-refresh-token")
+        after = time.monotonic_ns()
+        calls = admin(self.base, "stats")["token_calls"]
+        self.assertEqual([(c["grant"], c["status"]) for c in calls],
+                         [("authorization_code", 200), ("refresh_token", 200), ("refresh_token", 400)])
+        for c in calls:  # on this process's monotonic clock, in order, not overlapping
+            self.assertLessEqual(before, c["start_ns"])
+            self.assertLessEqual(c["start_ns"], c["end_ns"])
+            self.assertLessEqual(c["end_ns"], after)
+            self.assertAlmostEqual(c["ms"], (c["end_ns"] - c["start_ns"]) / 1e6, places=3)
+        self.assertGreaterEqual(calls[1]["ms"], 200)  # the slow one
+        self.assertLessEqual(calls[0]["end_ns"], calls[1]["start_ns"])
+        admin(self.base, "reset")
+        self.assertEqual(admin(self.base, "stats")["token_calls"], [])
+
+
 class TestRegisteredRedirect(StrictCase):
     """Norwegian providers want a pre-registered exact redirect URI (fixed loopback port)."""
     profile = "generic"
