@@ -370,6 +370,10 @@ class Provider:
         self.rogue_key = SigningKey(self.p["alg"])     # never published (unknown_kid)
         self.last_activity = time.monotonic()
         self.in_flight_token = 0
+        # Token answers written but not yet in stats["token_calls"]: /_admin/stats waits
+        # for them, so a client that has its answer always finds the call counted.
+        self.unrecorded_answers = 0
+        self.recorded = threading.Condition(self.lock)
         self.reset()
 
     # --- lifecycle -------------------------------------------------------------------
@@ -406,10 +410,18 @@ class Provider:
 
     TOKEN_CALLS_KEPT = 10_000
 
-    def record_token_call(self, grant: str | None, status: int | None, start_ns: int, end_ns: int):
+    def answering_token(self):
+        with self.lock:
+            self.unrecorded_answers += 1
+
+    def record_token_call(self, grant: str | None, status: int | None, start_ns: int, end_ns: int,
+                          answered: bool):
         """How long one /token request took here, from its headers parsed to its answer
         written (benchmarks subtract it from what their client saw)."""
         with self.lock:
+            if answered:
+                self.unrecorded_answers -= 1
+                self.recorded.notify_all()
             calls = self.stats["token_calls"]
             calls.append({"grant": grant, "status": status, "start_ns": start_ns, "end_ns": end_ns,
                           "ms": (end_ns - start_ns) / 1e6})
@@ -750,6 +762,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def send(self, status: int, body: bytes, ctype: str, headers: dict | None = None):
+        if self.token_grant is not None and self.sent_status is None:
+            PROVIDER.answering_token()  # before the client can see the answer
         self.sent_status = status
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -763,6 +777,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[i:i + (1 << 16)])
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        self.answered_ns = time.monotonic_ns()
 
     def send_json(self, status: int, obj, headers: dict | None = None):
         self.send(status, json.dumps(obj).encode(), "application/json", headers)
@@ -785,6 +800,7 @@ class Handler(BaseHTTPRequestHandler):
         started = time.monotonic_ns()
         P.last_activity = time.monotonic()
         self.sent_status = None
+        self.answered_ns = None
         self.token_grant = None
         endpoint = None
         url = urlsplit(self.path)
@@ -836,7 +852,9 @@ class Handler(BaseHTTPRequestHandler):
                 pass
         finally:
             if endpoint == "token":
-                P.record_token_call(self.token_grant, self.sent_status, started, time.monotonic_ns())
+                P.record_token_call(self.token_grant, self.sent_status, started,
+                                    self.answered_ns or time.monotonic_ns(),
+                                    answered=self.token_grant is not None and self.sent_status is not None)
 
     # --- parameter parsing ---------------------------------------------------------------
     def form(self) -> list[tuple[str, str]]:
@@ -1223,7 +1241,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, P.set_behaviours(body))
             if path == "/_admin/stats" and method == "GET":
                 with P.lock:
+                    P.recorded.wait_for(lambda: P.unrecorded_answers == 0, timeout=2)
                     stats = copy.deepcopy(P.stats)
+                    # Recorded as each handler finishes; listed in the order they began.
+                    stats["token_calls"].sort(key=lambda c: c["start_ns"])
                     stats["active"] = {
                         "access_tokens": sum(1 for a in P.access.values()
                                              if not a["revoked"] and time.time() < a["exp"]),
