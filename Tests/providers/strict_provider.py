@@ -728,6 +728,13 @@ class Handler(BaseHTTPRequestHandler):
     timeout = 60  # an idle keep-alive connection is closed after this
 
     # --- plumbing ------------------------------------------------------------------------
+    def setup(self):
+        super().setup()
+        # An answer is written as head, then body: with Nagle on, the body waits for the
+        # ACK of the head, which a keep-alive client delays by up to 40 ms. Real servers
+        # send without that stall; so must this one, or every reused connection is slow.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format, *args):  # noqa: A002 - signature from the base class
         if self.server.verbose:
             sys.stderr.write("strict_provider: %s %s\n" % (self.address_string(), format % args))
