@@ -305,6 +305,7 @@ final class Daemon {
         dir = NSTemporaryDirectory() + "vault-bench-\(getpid())-\(name)"
         socket = dir + "/run/vault.sock"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        Children.shared.add(dir: dir)
         try (config ?? "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n[fingerprint]\nreader = \"stub\"\nstub_state = \"\(dir)/fpstub.json\"\n")
             .write(toFile: dir + "/config.toml", atomically: true, encoding: .utf8)
         try start()
@@ -334,6 +335,7 @@ final class Daemon {
         if let p = process { stopChild(p) }
         process = nil
         try? FileManager.default.removeItem(atPath: dir)
+        Children.shared.remove(dir: dir)
     }
 
     /// Time from exec to an accepting socket, with the current store.

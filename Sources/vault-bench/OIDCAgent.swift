@@ -26,6 +26,7 @@ final class OIDCAgent {
     init(agent: String) throws {
         dir = NSTemporaryDirectory() + "vault-bench-oidc-agent-\(getpid())"
         socket = dir + "/agent.sock"
+        Children.shared.add(dir: dir)
         for sub in ["home", "config"] {
             try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
@@ -34,7 +35,7 @@ final class OIDCAgent {
         do {
             p = try startChild(agent, ["-d", "-a", socket], environment: environment)
         } catch {
-            try? FileManager.default.removeItem(atPath: dir)
+            stop()
             throw error
         }
         process = p
@@ -138,13 +139,12 @@ final class OIDCAgent {
         process = nil
         // The worker normally exits with the agent; make sure, by pid.
         for w in workers {
-            if let stat = try? String(contentsOfFile: "/proc/\(w)/stat", encoding: .utf8), !stat.contains(") Z") {
-                kill(w, SIGTERM)
-            }
+            if !isZombie(w) { kill(w, SIGTERM) }
             Children.shared.remove(w)
         }
         workers = []
         try? FileManager.default.removeItem(atPath: dir)
+        Children.shared.remove(dir: dir)
     }
 
     // MARK: - Socket plumbing

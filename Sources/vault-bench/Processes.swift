@@ -13,18 +13,34 @@ func monotonicNs() -> UInt64 {
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
-/// Every long-lived process the bench starts (vaultd, the provider, oidc-agent).
-/// A thrown error stops them through `defer`; this registry is for Ctrl-C and
-/// SIGTERM, which skip `defer`.
+/// Every long-lived process the bench starts (vaultd, the provider, oidc-agent)
+/// and its temp dirs. A thrown error stops and removes them through `defer`;
+/// this registry is for Ctrl-C and SIGTERM, which skip `defer`.
 final class Children: Sendable {
     static let shared = Children()
     private let pids = Mutex<Set<pid_t>>([])
+    private let dirs = Mutex<Set<String>>([])
 
     func add(_ pid: pid_t) { _ = pids.withLock { $0.insert(pid) } }
     func remove(_ pid: pid_t) { _ = pids.withLock { $0.remove(pid) } }
+    func add(dir: String) { _ = dirs.withLock { $0.insert(dir) } }
+    func remove(dir: String) { _ = dirs.withLock { $0.remove(dir) } }
+
     func terminateAll() {
-        for pid in pids.withLock({ Array($0) }) { kill(pid, SIGTERM) }
+        let running = pids.withLock { Array($0) }
+        for pid in running { kill(pid, SIGTERM) }
+        // Let them exit before their dirs go (bounded: 2 s).
+        let deadline = monotonicNs() + 2_000_000_000
+        while monotonicNs() < deadline, running.contains(where: { kill($0, 0) == 0 && !isZombie($0) }) { usleep(10_000) }
+        for dir in dirs.withLock({ Array($0) }) { try? FileManager.default.removeItem(atPath: dir) }
     }
+}
+
+/// An exited child nobody has waited for yet.
+func isZombie(_ pid: pid_t) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return true }
+    return stat[stat.index(after: close)...].hasPrefix(" Z")
 }
 
 /// Stops the registered children on SIGINT/SIGTERM/SIGHUP, then exits.
