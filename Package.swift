@@ -140,7 +140,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
-            "VaultClient", "VaultProtocol", "SodiumKit", "FingerprintFactor", "Keyring",
+            "VaultClient", "VaultProtocol", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),

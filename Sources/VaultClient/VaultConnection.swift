@@ -62,26 +62,7 @@ public final class VaultConnection {
     public init(socketPath: String? = nil) throws(ClientError) {
         let path = socketPath ?? VaultConnection.defaultSocketPath()
         self.socketPath = path
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .notRunning(path) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-            close(fd)
-            throw .notRunning(path)
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else {
-            close(fd)
-            throw .notRunning(path)
-        }
+        guard let fd = connectUnixSocket(path) else { throw .notRunning(path) }
         self.fd = fd
     }
 
@@ -135,17 +116,7 @@ public final class VaultConnection {
 
     /// Writes raw bytes (tests use this to send malformed frames).
     public func send(_ bytes: [UInt8]) throws(ClientError) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                Glibc.send(fd, raw.baseAddress.map { $0 + off }, bytes.count - off, Int32(MSG_NOSIGNAL))
-            }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .closed
-            }
-            off += n
-        }
+        guard writeAll(fd, bytes) else { throw .closed }
     }
 
     /// Reads one line (without the newline).
@@ -167,4 +138,52 @@ public final class VaultConnection {
             buffer.append(contentsOf: chunk[0..<n])
         }
     }
+}
+
+/// A stream socket connected to the Unix socket at `path` (close-on-exec), or
+/// nil (with `errno` set) when nobody listens there or the path does not fit
+/// in `sun_path`. Public for vault-bench, which talks to another agent's socket
+/// the same way, and for the tests' raw client.
+public func connectUnixSocket(_ path: String) -> Int32? {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+        close(fd)
+        errno = ENAMETOOLONG
+        return nil
+    }
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard rc == 0 else {
+        let code = errno
+        close(fd)
+        errno = code
+        return nil
+    }
+    return fd
+}
+
+/// Writes all of `bytes` to a socket (retrying after signals, never raising
+/// SIGPIPE); false when the peer is gone.
+public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var off = 0
+    while off < bytes.count {
+        let n = bytes.withUnsafeBytes { raw in
+            Glibc.send(fd, raw.baseAddress.map { $0 + off }, bytes.count - off, Int32(MSG_NOSIGNAL))
+        }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return false
+        }
+        off += n
+    }
+    return true
 }

@@ -7,12 +7,17 @@ import VaultStore
 /// single-flight per session, and the rotated refresh token stored durably
 /// before anyone sees the new access token.
 extension Vault {
-    func freshSession(id: String, entry: SessionTable.Entry, key: SecureBytes) async throws(VaultFailure) -> ReleasedSession {
+    /// `minValid` widens the refresh window for this call. A token whose expiry
+    /// is unknown counts as fresh (there is nothing to compare), and the token a
+    /// refresh brings is returned even if the provider gave it a shorter life
+    /// than `minValid`: refreshing again could not make it longer.
+    func freshSession(id: String, entry: SessionTable.Entry, key: SecureBytes, minValid: Int64 = 0) async throws(VaultFailure) -> ReleasedSession {
         let nowS = Int64(now())
         let secret = try openSecret(id: id, entry: entry, key: key)
         let meta = entry.meta
         let expiresIn = meta.accessExpiresAt.map { $0 - nowS }
-        if let token = secret.accessToken, expiresIn.map({ $0 > Vault.refreshWindow }) ?? true {
+        let window = max(Vault.refreshWindow, minValid)
+        if let token = secret.accessToken, expiresIn.map({ $0 > window }) ?? true {
             return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
         }
         let stillValid = secret.accessToken != nil && (expiresIn ?? 0) > 5

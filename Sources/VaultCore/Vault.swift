@@ -321,8 +321,10 @@ public actor Vault {
     // MARK: - Sessions
 
     /// Releases a session to an app, unlocking first when needed (subject to the
-    /// unlock policy). Never returns the refresh token.
-    public func release(account: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+    /// unlock policy). Never returns the refresh token. `minValid` (seconds): an
+    /// access token that expires sooner is refreshed first (like oidc-agent's
+    /// `min_valid_period`), so a caller can ask for a token that outlives its job.
+    public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
         _ = try table.pick(account)
         try await ensureUnlocked(conversation, preferred: nil)
@@ -330,7 +332,7 @@ public actor Vault {
         let id = try table.pick(account)
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
         guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
-        let released = try await freshSession(id: id, entry: entry, key: vk)
+        let released = try await freshSession(id: id, entry: entry, key: vk, minValid: minValid)
         await offerPendingReenrollment(conversation)
         return released
     }
@@ -342,11 +344,12 @@ public actor Vault {
     /// The fast path, callable from any thread: releases at once when the vault
     /// is unlocked and the access token is fresh; nil means "take the full path"
     /// (locked, unknown or ambiguous account, token near expiry: all of which may
-    /// need the person, a refresh, or a precise error).
-    public nonisolated func releaseIfReady(account: String?) -> ReleasedSession? {
+    /// need the person, a refresh, or a precise error). A token that expires
+    /// within `minValid` seconds also takes the full path, which refreshes it.
+    public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0) -> ReleasedSession? {
         let nowS = now()
         guard let (key, id, entry) = table.releasable(account, now: nowS) else { return nil }
-        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= Vault.refreshWindow { return nil }
+        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) { return nil }
         guard let box = try? SealedBox(bytes: entry.row.sealedSecret),
               let token = try? SecretBox.withOpened(box, key: key,
                                                     associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion),

@@ -311,8 +311,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 write(answer(request), to: channel)
             case "session" where request["account"] == nil || request["account"]?.stringValue != nil:
                 // The common case, an unlocked vault with a fresh token, is answered
-                // right here on the event loop; anything else takes the full path.
-                if let released = router.vault.releaseIfReady(account: request["account"]?.stringValue) {
+                // right here on the event loop; anything else takes the full path
+                // (also a `min_valid` the token does not meet, or a malformed one).
+                if let minValid = RequestRouter.minValid(request),
+                   let released = router.vault.releaseIfReady(account: request["account"]?.stringValue, minValid: minValid) {
                     // Audit first: the client may exit the moment it has its answer.
                     router.auditRelease(released, state: state)
                     let answer = released.answer(id: request.id)

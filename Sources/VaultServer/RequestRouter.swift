@@ -82,7 +82,12 @@ struct RequestRouter: Sendable {
         case "factors":
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
         case "session":
-            let released = try await vault.release(account: try optionalString(request, "account"), conversation: conversation)
+            guard let minValid = RequestRouter.minValid(request) else {
+                throw .badRequest(LocalizedText(en: "“min_valid” must be a whole number of seconds, 0 or more.",
+                                                nb: "«min_valid» må være et helt antall sekunder, 0 eller mer."))
+            }
+            let released = try await vault.release(account: try optionalString(request, "account"), minValid: minValid,
+                                                   conversation: conversation)
             auditRelease(released, state: conversation.state)
             return released.json
         case "unlock":
@@ -175,6 +180,14 @@ struct RequestRouter: Sendable {
         Task.detached(priority: .utility) {
             audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
         }
+    }
+
+    /// The `session` op's optional `min_valid` (seconds): 0 when absent, nil when
+    /// it is not a whole number ≥ 0. Static so the event-loop fast path can read it too.
+    static func minValid(_ request: Request) -> Int64? {
+        guard let v = request["min_valid"], v != .null else { return 0 }
+        guard let n = v.intValue, n >= 0 else { return nil }
+        return n
     }
 
     func optionalString(_ request: Request, _ key: String) throws(VaultFailure) -> String? {

@@ -90,12 +90,20 @@ struct Token: ParsableCommand {
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
     @Argument(help: "The account (needed when there are several).") var account: String?
+    @Option(help: ArgumentHelp("Refresh first if the token expires within this many seconds (like oidc-token --time).",
+                               valueName: "seconds"))
+    var minValid: Int64?
+
+    func validate() throws {
+        if let minValid, minValid < 0 { throw ValidationError("--min-valid must be 0 or more seconds.") }
+    }
 
     func run() throws {
         try guarded(json: read.json) {
             let s = try CtlSession.open(common)
             var fields: [String: JSON] = [:]
             if let account { fields["account"] = .string(account) }
+            if let minValid { fields["min_valid"] = .int(minValid) }
             let r = try s.call("session", fields)
             if read.json { print(r.text) } else { print(r["access_token"]?.stringValue ?? "") }
         }

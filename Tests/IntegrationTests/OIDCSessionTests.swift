@@ -146,6 +146,55 @@ final class OIDCSessionTests: OIDCTestCase {
         XCTAssertEqual(try bankid.admin("introspect", ["token": .string(tokens[0])])["active"], true)
     }
 
+    /// `min_valid` (seconds) on `session`, and `vaultctl token --min-valid`: a
+    /// token that lives long enough is released as it is (by the event-loop fast
+    /// path too); one that expires sooner is refreshed first, and the new token
+    /// is released even when the provider's lifetime is shorter than asked
+    /// (as oidc-agent's min_valid_period). A malformed value is refused.
+    func testMinValidForcesARefreshWhenTheTokenExpiresTooSoon() throws {
+        let generic = try startProvider("generic")  // access tokens live 300 s
+        let v = try startVaultd(providers: [generic])
+        let r = login(v, "generic")
+        XCTAssertEqual(r.exit, 0, "\(r)")
+        let token0 = try XCTUnwrap(r.json?["access_token"]?.stringValue)
+
+        let enough = ctl(v, ["token", "--min-valid", "120"], stdin: nil)
+        XCTAssertEqual(enough.exit, 0, "\(enough)")
+        XCTAssertEqual(enough.out.trimmingCharacters(in: .whitespacesAndNewlines), token0, "300 s left is more than 120 s")
+        XCTAssertEqual(try refreshGrants(generic), 0)
+
+        let tooShort = ctl(v, ["token", "--min-valid", "600", "--json"], stdin: nil)
+        XCTAssertEqual(tooShort.exit, 0, "\(tooShort)")
+        let token1 = try XCTUnwrap(tooShort.json?["access_token"]?.stringValue, "\(tooShort)")
+        XCTAssertNotEqual(token1, token0, "300 s left is less than 600 s: refreshed")
+        XCTAssertEqual(try refreshGrants(generic), 1)
+        XCTAssertEqual(try generic.admin("introspect", ["token": .string(token1)])["active"], true)
+
+        // The socket API: each request that the token cannot meet refreshes; one
+        // without min_valid (or with 0) takes the fresh token as it is.
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: false)
+        let forced = try c.call("session", ["min_valid": 600])
+        XCTAssertTrue(forced.isOK, forced.text)
+        let token2 = try XCTUnwrap(forced.result?["access_token"]?.stringValue)
+        XCTAssertNotEqual(token2, token1)
+        XCTAssertEqual(try refreshGrants(generic), 2)
+        for fields: [String: JSON] in [[:], ["min_valid": 0], ["min_valid": 60]] {
+            let plain = try c.call("session", fields)
+            XCTAssertEqual(plain.result?["access_token"]?.stringValue, token2, "\(fields): \(plain.text)")
+        }
+        XCTAssertEqual(try refreshGrants(generic), 2, "no refresh for a token that lives long enough")
+
+        for bad: JSON in [-1, "600", .double(1.5), true] {
+            let refused = try c.call("session", ["min_valid": bad])
+            XCTAssertEqual(refused.errorCode, "bad_request", "min_valid \(bad.text): \(refused.text)")
+            XCTAssertTrue(refused.errorMessage?.contains("min_valid") == true, refused.text)
+        }
+        XCTAssertEqual(try refreshGrants(generic), 2)
+        XCTAssertNotEqual(ctl(v, ["token", "--min-valid", "-5"], stdin: nil).exit, 0, "a negative --min-valid is refused")
+    }
+
     /// Refresh token expired at the provider: `session_expired` with the S3
     /// sentence, and the session is gone.
     func testRejectedRefreshEndsTheSession() throws {

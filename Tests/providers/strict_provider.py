@@ -41,7 +41,11 @@ Admin API (loopback only; all bodies and answers are JSON):
                                        {"value": v, "times": n, "grant": "refresh_token"}:
                                        used n times then cleared; token-endpoint and ID-token
                                        behaviours can be limited to one grant type.
-  GET  /_admin/stats                   counters (see Provider.new_stats)
+  GET  /_admin/stats                   counters (see Provider.new_stats), and token_calls: one
+                                       entry per /token request (the last 10,000) with its grant,
+                                       HTTP status, start_ns/end_ns and ms: time.monotonic_ns(),
+                                       i.e. CLOCK_MONOTONIC, so a benchmark on the same machine
+                                       can place them on its own clock
   POST /_admin/reset                   behaviours, stats, codes, tokens, users, config back
                                        to the start values (signing keys are kept)
   POST /_admin/rotate-keys             {"keep_old": true} -> {"kid": new, "kids": [...]}
@@ -382,6 +386,10 @@ class Provider:
         self.rogue_key = SigningKey(self.p["alg"])     # never published (unknown_kid)
         self.last_activity = time.monotonic()
         self.in_flight_token = 0
+        # Token answers written but not yet in stats["token_calls"]: /_admin/stats waits
+        # for them, so a client that has its answer always finds the call counted.
+        self.unrecorded_answers = 0
+        self.recorded = threading.Condition(self.lock)
         self.reset()
 
     # --- lifecycle -------------------------------------------------------------------
@@ -414,7 +422,28 @@ class Provider:
             "behaviours_applied": {},      # behaviour name -> times it took effect
             "last_authorize": None,        # the parameters of the last /authorize request
             "last_token_request": None,    # form parameters + "client_auth" of the last /token
+            "token_calls": [],             # per /token request: grant, status, start_ns, end_ns, ms
         }
+
+    TOKEN_CALLS_KEPT = 10_000
+
+    def answering_token(self):
+        with self.lock:
+            self.unrecorded_answers += 1
+
+    def record_token_call(self, grant: str | None, status: int | None, start_ns: int, end_ns: int,
+                          answered: bool):
+        """How long one /token request took here, from its headers parsed to its answer
+        written (benchmarks subtract it from what their client saw)."""
+        with self.lock:
+            if answered:
+                self.unrecorded_answers -= 1
+                self.recorded.notify_all()
+            calls = self.stats["token_calls"]
+            calls.append({"grant": grant, "status": status, "start_ns": start_ns, "end_ns": end_ns,
+                          "ms": (end_ns - start_ns) / 1e6})
+            if len(calls) > self.TOKEN_CALLS_KEPT:
+                del calls[: len(calls) - self.TOKEN_CALLS_KEPT]
 
     def count(self, *path, by=1):
         with self.lock:
@@ -718,6 +747,13 @@ class Handler(BaseHTTPRequestHandler):
     timeout = 60  # an idle keep-alive connection is closed after this
 
     # --- plumbing ------------------------------------------------------------------------
+    def setup(self):
+        super().setup()
+        # An answer is written as head, then body: with Nagle on, the body waits for the
+        # ACK of the head, which a keep-alive client delays by up to 40 ms. Real servers
+        # send without that stall; so must this one, or every reused connection is slow.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format, *args):  # noqa: A002 - signature from the base class
         if self.server.verbose:
             sys.stderr.write("strict_provider: %s %s\n" % (self.address_string(), format % args))
@@ -752,6 +788,9 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def send(self, status: int, body: bytes, ctype: str, headers: dict | None = None):
+        if self.token_grant is not None and self.sent_status is None:
+            PROVIDER.answering_token()  # before the client can see the answer
+        self.sent_status = status
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -764,6 +803,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[i:i + (1 << 16)])
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        self.answered_ns = time.monotonic_ns()
 
     def send_json(self, status: int, obj, headers: dict | None = None):
         self.send(status, json.dumps(obj).encode(), "application/json", headers)
@@ -783,7 +823,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self, method: str):
         P = PROVIDER
+        started = time.monotonic_ns()
         P.last_activity = time.monotonic()
+        self.sent_status = None
+        self.answered_ns = None
+        self.token_grant = None
+        endpoint = None
         url = urlsplit(self.path)
         path = url.path
         routes = {
@@ -831,6 +876,11 @@ class Handler(BaseHTTPRequestHandler):
                                      "error_description": f"strict_provider bug: {e!r}"})
             except OSError:
                 pass
+        finally:
+            if endpoint == "token":
+                P.record_token_call(self.token_grant, self.sent_status, started,
+                                    self.answered_ns or time.monotonic_ns(),
+                                    answered=self.token_grant is not None and self.sent_status is not None)
 
     # --- parameter parsing ---------------------------------------------------------------
     def form(self) -> list[tuple[str, str]]:
@@ -1030,6 +1080,7 @@ class Handler(BaseHTTPRequestHandler):
         pairs = self.form()
         params, dups = self.single(pairs)
         grant = params.get("grant_type", "")
+        self.token_grant = grant
         P.count("token_grants", grant if grant in ("authorization_code", "refresh_token") else "other")
         with P.lock:
             P.stats["last_token_request"] = dict(params)
@@ -1223,7 +1274,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, P.set_behaviours(body))
             if path == "/_admin/stats" and method == "GET":
                 with P.lock:
+                    P.recorded.wait_for(lambda: P.unrecorded_answers == 0, timeout=2)
                     stats = copy.deepcopy(P.stats)
+                    # Recorded as each handler finishes; listed in the order they began.
+                    stats["token_calls"].sort(key=lambda c: c["start_ns"])
                     stats["active"] = {
                         "access_tokens": sum(1 for a in P.access.values()
                                              if not a["revoked"] and time.time() < a["exp"]),

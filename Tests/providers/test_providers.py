@@ -794,6 +794,48 @@ class TestGeneric(StrictCase):
         self.assertEqual(st["active"]["refresh_tokens"], 1)
 
 
+    def test_keep_alive_answers_do_not_stall(self):
+        """Nagle off: ten answers on one kept-alive connection take far less than the
+        ten 40 ms delayed-ACK stalls they would take with it on."""
+        u = urlsplit(self.base)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=HTTP_TIMEOUT)
+        try:
+            t0 = time.monotonic()
+            for _ in range(10):
+                conn.request("GET", "/jwks")
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+            self.assertLess(time.monotonic() - t0, 0.3)
+        finally:
+            conn.close()
+
+    def test_token_calls_are_timed(self):
+        before = time.monotonic_ns()
+        _, tok = self.tokens()
+        self.behave(slow_token={"value": 0.2, "grant": "refresh_token", "times": 1})
+        self.refresh(tok["refresh_token"])
+        self.refresh("not-a-refresh-token")
+        calls = admin(self.base, "stats")["token_calls"]  # waits for the last call's record
+        after = time.monotonic_ns()
+        self.assertEqual([(c["grant"], c["status"]) for c in calls],
+                         [("authorization_code", 200), ("refresh_token", 200), ("refresh_token", 400)])
+        for c in calls:  # on this process's monotonic clock, in the order they began
+            self.assertLessEqual(before, c["start_ns"])
+            self.assertLessEqual(c["start_ns"], c["end_ns"])
+            self.assertLessEqual(c["end_ns"], after)
+            self.assertAlmostEqual(c["ms"], (c["end_ns"] - c["start_ns"]) / 1e6, places=3)
+        self.assertEqual(calls, sorted(calls, key=lambda c: c["start_ns"]))
+        self.assertGreaterEqual(calls[1]["ms"], 200)  # the slow one
+        self.assertLess(calls[0]["ms"], 200)
+        # A client that has its answer finds the call in the stats at once.
+        for n in range(1, 21):
+            self.refresh(tok["refresh_token"])
+            self.assertEqual(len(admin(self.base, "stats")["token_calls"]), 3 + n)
+        admin(self.base, "reset")
+        self.assertEqual(admin(self.base, "stats")["token_calls"], [])
+
+
 class TestRegisteredRedirect(StrictCase):
     """Norwegian providers want a pre-registered exact redirect URI (fixed loopback port)."""
     profile = "generic"

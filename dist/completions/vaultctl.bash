@@ -221,12 +221,15 @@ _vaultctl_token() {
     repeating_flags=()
     non_repeating_flags=(--non-interactive --json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--socket)
+    non_repeating_options=(--socket --min-valid)
     __vaultctl_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--socket')
+        return
+        ;;
+    '--min-valid')
         return
         ;;
     esac

@@ -50,27 +50,7 @@ final class RawClient {
 
     init(path: String) throws {
         self.path = path
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw IntegrationError("socket() failed: errno \(errno)") }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-            Glibc.close(fd)
-            throw IntegrationError("socket path too long: \(path)")
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw IntegrationError("connect(\(path)) failed: errno \(code)")
-        }
+        guard let fd = connectUnixSocket(path) else { throw IntegrationError("connect(\(path)) failed: errno \(errno)") }
         self.fd = fd
     }
 
@@ -85,20 +65,7 @@ final class RawClient {
 
     /// Writes all bytes; false when the peer is gone.
     @discardableResult
-    func send(_ bytes: [UInt8]) -> Bool {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes.withUnsafeBytes { raw in
-                Glibc.send(fd, raw.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL))
-            }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            off += n
-        }
-        return true
-    }
+    func send(_ bytes: [UInt8]) -> Bool { writeAll(fd, bytes) }
 
     @discardableResult
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
