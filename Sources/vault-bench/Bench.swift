@@ -85,8 +85,8 @@ struct VaultBench: ParsableCommand {
         table.add("floor: frame answered on the event loop, p50", us(inline.p50), "", nil)
         let hop = try measurePersistent(daemon.socket, frame: Request(id: 1, op: "hello", fields: [:]).encoded(), count: requests)
         table.add("floor: frame answered by the broker (hello), p50", us(hop.p50), "", nil)
-        let persistent1 = try measurePersistent(daemon.socket, account: "one-0", count: requests)
-        table.add("session release, persistent connection, p50 (1 session)", us(persistent1.p50), "≤ 30 µs", persistent1.p50 <= 30_000)
+        let persistent1 = try medianOfThree { try measurePersistent(daemon.socket, account: "one-0", count: requests) }
+        table.add("session release, persistent connection, p50 (1 session, median of 3 runs)", us(persistent1.p50), "≤ 30 µs", persistent1.p50 <= 30_000)
         table.add("session release, persistent connection, p99 (1 session)", us(persistent1.p99), "", nil)
         let perConnect = try measureConnectPerRequest(daemon.socket, account: "one-0", count: requests / 4)
         table.add("connect + request + reply, p50", us(perConnect.p50), "≤ 60 µs (oidc-agent: see its lines)", perConnect.p50 <= 60_000)
@@ -127,9 +127,9 @@ struct VaultBench: ParsableCommand {
             try daemon.importSessions(count: size - stored, prefix: "bulk\(size)")
             importNs += DispatchTime.now().uptimeNanoseconds - importStart
             stored = size
-            let persistentN = try measurePersistent(daemon.socket, account: "one-0", count: requests)
+            let persistentN = try medianOfThree { try measurePersistent(daemon.socket, account: "one-0", count: requests) }
             let ratio = Double(persistentN.p50) / Double(max(1, persistent1.p50))
-            table.add("session release p50 with \(size) sessions", "\(us(persistentN.p50)) (\(String(format: "%+.0f", (ratio - 1) * 100)) %)",
+            table.add("session release p50 with \(size) sessions (median of 3 runs)", "\(us(persistentN.p50)) (\(String(format: "%+.0f", (ratio - 1) * 100)) %)",
                       "within 20 % of 1 session", ratio <= 1.2)
         }
         table.add("import \(scale - 1) sessions (durable writes)", "\(ms(importNs)) (\(us(importNs / UInt64(max(1, scale - 1)))) each)", "", nil)
@@ -152,6 +152,14 @@ func sessionRequest(_ account: String) -> [UInt8] {
 
 func measurePersistent(_ socket: String, account: String, count: Int) throws -> Latency {
     try measurePersistent(socket, frame: sessionRequest(account), count: count)
+}
+
+/// The run with the median p50 of three: the scale lines compare p50s a few
+/// microseconds apart, and one burst from another job on a shared 2-core
+/// machine can move a single run's p50 by half.
+func medianOfThree(_ measure: () throws -> Latency) throws -> Latency {
+    let runs = try (0..<3).map { _ in try measure() }.sorted { $0.p50 < $1.p50 }
+    return runs[1]
 }
 
 func measurePersistent(_ socket: String, frame: [UInt8], count: Int) throws -> Latency {
