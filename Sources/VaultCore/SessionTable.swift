@@ -11,13 +11,13 @@ final class SessionTable: Sendable {
     struct Entry {
         let meta: SessionMeta
         let row: SessionRow
-        /// The release answer's fixed part, serialized once per record version.
-        let resultTail: [UInt8]
+        /// The release answer's fixed part, serialized at the record's first
+        /// release (not at start-up: most of 10,000 sessions are never asked for).
+        var resultTail: [UInt8]?
 
         init(meta: SessionMeta, row: SessionRow) {
             self.meta = meta
             self.row = row
-            resultTail = ReleasedSession.tail(of: meta)
         }
     }
 
@@ -115,8 +115,12 @@ final class SessionTable: Sendable {
                 guard s.entries.count == 1, let only = s.entries.keys.first else { return nil }
                 id = only
             }
-            guard let entry = s.entries[id] else { return nil }
+            guard var entry = s.entries[id] else { return nil }
             s.lastActivity = now
+            if entry.resultTail == nil {
+                entry.resultTail = ReleasedSession.tail(of: entry.meta)
+                s.entries[id] = entry
+            }
             return (key, id, entry)
         }
     }
