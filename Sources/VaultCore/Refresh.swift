@@ -12,6 +12,9 @@ extension Vault {
     /// refresh brings is returned even if the provider gave it a shorter life
     /// than `minValid`: refreshing again could not make it longer.
     func freshSession(id: String, entry: SessionTable.Entry, key: SecureBytes, minValid: Int64 = 0) async throws(VaultFailure) -> ReleasedSession {
+        // A refresh already running for this session answers this request too,
+        // before any decryption: 100 apps waking at once wait, not queue on the actor.
+        if let running = refreshing[id] { return try await running.value.get() }
         let nowS = Int64(now())
         let secret = try openSecret(id: id, entry: entry, key: key)
         let meta = entry.meta
@@ -29,7 +32,6 @@ extension Vault {
             forget(id: id, reason: "expired")
             throw VaultFailure(.sessionExpired)
         }
-        if let running = refreshing[id] { return try await running.value.get() }
         let task = Task { await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key) }
         refreshing[id] = task
         let result = await task.value
