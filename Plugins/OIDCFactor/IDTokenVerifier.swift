@@ -34,6 +34,26 @@ struct IDTokenVerifier: Sendable {
     /// `accessToken`: checked against `at_hash` when the token carries one.
     func verify(_ token: String, nonce: String?, accessToken: String?, now: Int64,
                 keys source: any KeySource) async throws(Failure) -> [String: JSON] {
+        let parsed = try parse(token)
+        // A kid we do not have is worth one JWKS refetch (the provider rotated).
+        for refresh in [false, true] {
+            let set: KeySet
+            do { set = try await source.keys(refresh: refresh) } catch { throw .keysUnavailable(error) }
+            if let claims = try verify(parsed, keys: set, nonce: nonce, accessToken: accessToken, now: now) {
+                return claims
+            }
+        }
+        throw .invalid("unknown kid after one JWKS refetch")
+    }
+
+    /// A compact JWS with its header checked, before any key is chosen.
+    struct ParsedToken {
+        let jws: CompactJWS
+        let algorithm: SigningAlgorithm
+        let kid: String?
+    }
+
+    func parse(_ token: String) throws(Failure) -> ParsedToken {
         guard let jws = CompactJWS(token) else { throw .invalid("malformed JWS") }
         let algorithm = try checkHeader(jws.header)
         let kid: String?
@@ -43,28 +63,28 @@ struct IDTokenVerifier: Sendable {
         } else {
             kid = nil
         }
+        return ParsedToken(jws: jws, algorithm: algorithm, kid: kid)
+    }
 
+    /// Key selection, signature and claims against one key set (synchronous: no
+    /// fetch happens here). Nil when the set has no key for the token's kid.
+    func verify(_ token: ParsedToken, keys set: KeySet, nonce: String?, accessToken: String?,
+                now: Int64) throws(Failure) -> [String: JSON]? {
         // Select the key ourselves (jwt-kit would fall back to a default key).
-        var key: VerificationKey?
-        for refresh in [false, true] {
-            let set: KeySet
-            do { set = try await source.keys(refresh: refresh) } catch { throw .keysUnavailable(error) }
-            switch set.select(kid: kid, algorithm: algorithm) {
-            case .key(let k): key = k
-            case .unusable: throw .invalid("no unambiguous key for kid and alg")
-            case .unknownKid: continue
-            }
-            if key != nil { break }
+        let key: VerificationKey
+        switch set.select(kid: token.kid, algorithm: token.algorithm) {
+        case .key(let k): key = k
+        case .unusable: throw .invalid("no unambiguous key for kid and alg")
+        case .unknownKid: return nil
         }
-        guard let key else { throw .invalid("unknown kid after one JWKS refetch") }
-        guard key.algorithm == algorithm else { throw .invalid("key algorithm differs from header") }
+        guard key.algorithm == token.algorithm else { throw .invalid("key algorithm differs from header") }
 
         let valid: Bool
-        do { valid = try key.verifier.verify(jws.signature, signs: jws.signingInput) } catch { valid = false }
+        do { valid = try key.verifier.verify(token.jws.signature, signs: token.jws.signingInput) } catch { valid = false }
         guard valid else { throw .invalid("bad signature") }
 
-        try checkClaims(jws.payload, algorithm: algorithm, nonce: nonce, accessToken: accessToken, now: now)
-        return jws.payload
+        try checkClaims(token.jws.payload, algorithm: token.algorithm, nonce: nonce, accessToken: accessToken, now: now)
+        return token.jws.payload
     }
 
     /// The header's `alg` must be one the profile allows, before any verification.
