@@ -124,12 +124,14 @@ struct IDTokenVerifier: Sendable {
             throw .invalid("several audiences and no azp")
         }
 
+        // Saturating: exp is the provider's number (up to Int64.max), and a
+        // trapping `exp + clockSkew` took the whole process down (fuzz-jwt).
         guard let exp = numericDate(claims["exp"]) else { throw .invalid("exp missing") }
-        guard now < exp + clockSkew else { throw .invalid("expired") }
+        guard now < saturatingAdd(exp, clockSkew) else { throw .invalid("expired") }
         guard let iat = numericDate(claims["iat"]) else { throw .invalid("iat missing") }
-        guard iat <= now + clockSkew else { throw .invalid("iat in the future") }
+        guard iat <= saturatingAdd(now, clockSkew) else { throw .invalid("iat in the future") }
         if let nbfValue = claims["nbf"] {
-            guard let nbf = numericDate(nbfValue), nbf <= now + clockSkew else { throw .invalid("nbf") }
+            guard let nbf = numericDate(nbfValue), nbf <= saturatingAdd(now, clockSkew) else { throw .invalid("nbf") }
         }
 
         if let nonce {
@@ -155,6 +157,11 @@ struct IDTokenVerifier: Sendable {
         case .edDSA: digest = Digest.sha512(Array(token.utf8))
         }
         return Base64URL.encode(Array(digest.prefix(digest.count / 2)))
+    }
+
+    private func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : sum
     }
 
     private func numericDate(_ value: JSON?) -> Int64? {
