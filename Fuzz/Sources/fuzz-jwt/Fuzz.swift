@@ -5,9 +5,9 @@ import Synchronization
 import VaultProtocol
 
 /// The ID-token path of the OIDC factor: `IDTokenCheck` runs the same JWKS
-/// parsing and `IDTokenVerifier.verify` (header, kid/alg selection, signature,
-/// claims) that a login does. The first input byte picks how far in the input
-/// starts (seeds: Fuzz/corpus/jwt, made by Fuzz/gen-jwt-corpus.py):
+/// parsing and `IDTokenVerifier` steps (header, kid/alg selection, signature,
+/// claims) that a login does. The first input byte picks the mode (seeds:
+/// Fuzz/corpus/jwt, made by Fuzz/gen-jwt-corpus.py):
 ///
 ///   `J<jwks>\0<token>`     the JWKS document as well as the token: key parsing,
 ///                          inference of `alg`, refusal of odd keys, selection.
@@ -56,9 +56,10 @@ private func split(_ bytes: ArraySlice<UInt8>) -> (ArraySlice<UInt8>, ArraySlice
     return (bytes[..<nul], bytes[(nul + 1)...])
 }
 
-/// libFuzzer calls in synchronously; JWKS parsing is async, so the caller
-/// waits for a task. (A thread hop per input costs ~60 ms on a loaded machine,
-/// which is why verification itself is called synchronously.)
+/// libFuzzer calls in synchronously and JWKS parsing is async, so the caller
+/// waits for a task. Verification itself is called synchronously: a task per
+/// input is slow under load and makes libFuzzer's leak check scan the heap
+/// after every input (scripts/fuzz).
 private func blockingValue<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T? {
     let box = Box<T>()
     let done = DispatchSemaphore(value: 0)
