@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "VaultProtocol", targets: ["VaultProtocol"]),
         .library(name: "ExternalFactor", targets: ["ExternalFactor"]),
         .library(name: "DaemonConfig", targets: ["DaemonConfig"]),
+        .library(name: "OIDCFactor", targets: ["OIDCFactor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),

@@ -34,6 +34,26 @@ struct IDTokenVerifier: Sendable {
     /// `accessToken`: checked against `at_hash` when the token carries one.
     func verify(_ token: String, nonce: String?, accessToken: String?, now: Int64,
                 keys source: any KeySource) async throws(Failure) -> [String: JSON] {
+        let parsed = try parse(token)
+        // A kid we do not have is worth one JWKS refetch (the provider rotated).
+        for refresh in [false, true] {
+            let set: KeySet
+            do { set = try await source.keys(refresh: refresh) } catch { throw .keysUnavailable(error) }
+            if let claims = try verify(parsed, keys: set, nonce: nonce, accessToken: accessToken, now: now) {
+                return claims
+            }
+        }
+        throw .invalid("unknown kid after one JWKS refetch")
+    }
+
+    /// A compact JWS with its header checked, before any key is chosen.
+    struct ParsedToken {
+        let jws: CompactJWS
+        let algorithm: SigningAlgorithm
+        let kid: String?
+    }
+
+    func parse(_ token: String) throws(Failure) -> ParsedToken {
         guard let jws = CompactJWS(token) else { throw .invalid("malformed JWS") }
         let algorithm = try checkHeader(jws.header)
         let kid: String?
@@ -43,28 +63,28 @@ struct IDTokenVerifier: Sendable {
         } else {
             kid = nil
         }
+        return ParsedToken(jws: jws, algorithm: algorithm, kid: kid)
+    }
 
+    /// Key selection, signature and claims against one key set (synchronous: no
+    /// fetch happens here). Nil when the set has no key for the token's kid.
+    func verify(_ token: ParsedToken, keys set: KeySet, nonce: String?, accessToken: String?,
+                now: Int64) throws(Failure) -> [String: JSON]? {
         // Select the key ourselves (jwt-kit would fall back to a default key).
-        var key: VerificationKey?
-        for refresh in [false, true] {
-            let set: KeySet
-            do { set = try await source.keys(refresh: refresh) } catch { throw .keysUnavailable(error) }
-            switch set.select(kid: kid, algorithm: algorithm) {
-            case .key(let k): key = k
-            case .unusable: throw .invalid("no unambiguous key for kid and alg")
-            case .unknownKid: continue
-            }
-            if key != nil { break }
+        let key: VerificationKey
+        switch set.select(kid: token.kid, algorithm: token.algorithm) {
+        case .key(let k): key = k
+        case .unusable: throw .invalid("no unambiguous key for kid and alg")
+        case .unknownKid: return nil
         }
-        guard let key else { throw .invalid("unknown kid after one JWKS refetch") }
-        guard key.algorithm == algorithm else { throw .invalid("key algorithm differs from header") }
+        guard key.algorithm == token.algorithm else { throw .invalid("key algorithm differs from header") }
 
         let valid: Bool
-        do { valid = try key.verifier.verify(jws.signature, signs: jws.signingInput) } catch { valid = false }
+        do { valid = try key.verifier.verify(token.jws.signature, signs: token.jws.signingInput) } catch { valid = false }
         guard valid else { throw .invalid("bad signature") }
 
-        try checkClaims(jws.payload, algorithm: algorithm, nonce: nonce, accessToken: accessToken, now: now)
-        return jws.payload
+        try checkClaims(token.jws.payload, algorithm: token.algorithm, nonce: nonce, accessToken: accessToken, now: now)
+        return token.jws.payload
     }
 
     /// The header's `alg` must be one the profile allows, before any verification.
@@ -104,12 +124,14 @@ struct IDTokenVerifier: Sendable {
             throw .invalid("several audiences and no azp")
         }
 
+        // Saturating: exp is the provider's number (up to Int64.max), and a
+        // trapping `exp + clockSkew` took the whole process down (fuzz-jwt).
         guard let exp = numericDate(claims["exp"]) else { throw .invalid("exp missing") }
-        guard now < exp + clockSkew else { throw .invalid("expired") }
+        guard now < saturatingAdd(exp, clockSkew) else { throw .invalid("expired") }
         guard let iat = numericDate(claims["iat"]) else { throw .invalid("iat missing") }
-        guard iat <= now + clockSkew else { throw .invalid("iat in the future") }
+        guard iat <= saturatingAdd(now, clockSkew) else { throw .invalid("iat in the future") }
         if let nbfValue = claims["nbf"] {
-            guard let nbf = numericDate(nbfValue), nbf <= now + clockSkew else { throw .invalid("nbf") }
+            guard let nbf = numericDate(nbfValue), nbf <= saturatingAdd(now, clockSkew) else { throw .invalid("nbf") }
         }
 
         if let nonce {
@@ -135,6 +157,11 @@ struct IDTokenVerifier: Sendable {
         case .edDSA: digest = Digest.sha512(Array(token.utf8))
         }
         return Base64URL.encode(Array(digest.prefix(digest.count / 2)))
+    }
+
+    private func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : sum
     }
 
     private func numericDate(_ value: JSON?) -> Int64? {

@@ -63,7 +63,8 @@ extension VaultStore {
             for id in delete {
                 try remove.execute(arguments: [id])
             }
-            let upsert = try db.cachedStatement(sql: """
+            // Not cached: see upsertSessions.
+            let upsert = try db.makeStatement(sql: """
                 INSERT INTO keyslot (\(Self.keyslotColumns))
                 VALUES (?, ?, ?, coalesce(?, x''), ?, ?, coalesce(?, x''), ?)
                 ON CONFLICT(id) DO UPDATE SET
@@ -118,16 +119,14 @@ extension VaultStore {
     /// Inserts or replaces by id; durable on return.
     public func putSession(_ row: SessionRow) throws(StoreError) {
         try write("putSession") { db in
-            try Self.upsertSession(row, db)
+            try Self.upsertSessions([row], db)
         }
     }
 
     /// Inserts or replaces many rows in one transaction (bulk loads, benchmarks).
     public func putSessions(_ rows: [SessionRow]) throws(StoreError) {
         try write("putSessions") { db in
-            for row in rows {
-                try Self.upsertSession(row, db)
-            }
+            try Self.upsertSessions(rows, db)
         }
     }
 
@@ -150,8 +149,14 @@ extension VaultStore {
     /// An upsert rather than INSERT OR REPLACE: REPLACE deletes and re-inserts,
     /// which gives the row a new rowid and moves it around the table on every
     /// token refresh.
-    private static func upsertSession(_ row: SessionRow, _ db: Database) throws {
-        let statement = try db.cachedStatement(sql: """
+    ///
+    /// Not a cached statement: GRDB keeps a cached statement's last arguments
+    /// until its next use, so the last sealed blobs written would stay
+    /// referenced for the life of vaultd (LeakSanitizer also reported them as
+    /// leaked: the reference sits in a Swift enum whose spare bits hide the
+    /// pointer). Preparing once per write costs microseconds next to the fsync.
+    private static func upsertSessions(_ rows: [SessionRow], _ db: Database) throws {
+        let statement = try db.makeStatement(sql: """
             INSERT INTO session (\(sessionColumns))
             VALUES (?, ?, coalesce(?, x''), coalesce(?, x''), ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET
@@ -159,10 +164,12 @@ extension VaultStore {
                 sealed_secret = excluded.sealed_secret, record_version = excluded.record_version,
                 created_at = excluded.created_at, updated_at = excluded.updated_at
             """)
-        try statement.execute(arguments: [
-            row.id, row.tokenHash, Data(row.sealedMeta), Data(row.sealedSecret), row.recordVersion,
-            row.createdAt, row.updatedAt,
-        ])
+        for row in rows {
+            try statement.execute(arguments: [
+                row.id, row.tokenHash, Data(row.sealedMeta), Data(row.sealedSecret), row.recordVersion,
+                row.createdAt, row.updatedAt,
+            ])
+        }
     }
 
     private static func sessionRow(_ statement: OpaquePointer) -> SessionRow {
