@@ -47,23 +47,7 @@ final class TestProvider {
         try p.run()
         process = p
         // The first line is "READY http://127.0.0.1:PORT".
-        var line = [UInt8]()
-        let fd = out.fileHandleForReading.fileDescriptor
-        let deadline = monotonicNow() + 20
-        while monotonicNow() < deadline {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 200) > 0 else { continue }
-            var byte: UInt8 = 0
-            guard read(fd, &byte, 1) == 1 else { break }
-            if byte == 0x0A { break }
-            line.append(byte)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("READY ") else {
-            p.terminate()
-            throw IntegrationError("the test provider did not start: \(text)")
-        }
-        issuer = String(text.dropFirst("READY ".count))
+        issuer = try readReadyLine(out, process: p, timeout: 20)
     }
 
     deinit { stop() }
