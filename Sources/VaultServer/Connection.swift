@@ -21,10 +21,6 @@ final class ConnectionState: Sendable {
         var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
         var nextPrompt = 0
         var closed = false
-        /// Requests being served in tasks (a prompt waiting counts): the
-        /// connection is not idle while any is in flight.
-        var inFlight = 0
-        var lastAnswered = NIODeadline.now()
     }
     let inner = Mutex(Inner())
 
@@ -32,18 +28,22 @@ final class ConnectionState: Sendable {
     var interactive: Bool { inner.withLock { $0.interactive } }
     var requester: Requester { inner.withLock { $0.requester } }
 
-    func began() { inner.withLock { $0.inFlight += 1 } }
+    /// Requests being served in tasks (a prompt waiting counts): the
+    /// connection is not idle while any is in flight. Atomics, not the lock:
+    /// the event loop counts every request in, the tasks count them out.
+    private let inFlight = Atomic<Int>(0)
+    private let lastAnsweredNanos = Atomic<UInt64>(NIODeadline.now().uptimeNanoseconds)
+
+    func began() { inFlight.add(1, ordering: .relaxed) }
 
     func ended() {
-        inner.withLock {
-            $0.inFlight -= 1
-            $0.lastAnswered = .now()
-        }
+        lastAnsweredNanos.store(NIODeadline.now().uptimeNanoseconds, ordering: .relaxed)
+        inFlight.subtract(1, ordering: .releasing)
     }
 
     /// Whether a request is in flight, and when the last one was answered.
     var activity: (busy: Bool, lastAnswered: NIODeadline) {
-        inner.withLock { ($0.inFlight > 0, $0.lastAnswered) }
+        (inFlight.load(ordering: .acquiring) > 0, NIODeadline.uptimeNanoseconds(lastAnsweredNanos.load(ordering: .relaxed)))
     }
 
     func newPromptID() -> String {
