@@ -350,11 +350,7 @@ public actor Vault {
         let nowS = now()
         guard let (key, id, entry) = table.releasable(account, now: nowS) else { return nil }
         if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) { return nil }
-        guard let box = try? SealedBox(bytes: entry.row.sealedSecret),
-              let token = try? SecretBox.withOpened(box, key: key,
-                                                    associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion),
-                                                    SessionSecret.accessToken(in:))
-        else { return nil }
+        guard let token = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.accessToken(in:)) else { return nil }
         var released = ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
         released.resultTail = entry.resultTail
         return released
@@ -362,18 +358,21 @@ public actor Vault {
 
     /// The secret half of a session, opened with the vault key.
     nonisolated func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
-        do {
-            let box = try SealedBox(bytes: entry.row.sealedSecret)
-            let secret: SessionSecret? = try SecretBox.withOpened(
-                box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion)) { plain in
-                SessionSecret(bytes: plain)
-            }
-            guard let secret else { throw SodiumError.malformed("session secret") }
-            return secret
-        } catch {
+        guard let secret = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.init(bytes:)) else {
             logger.error("a session record failed to open", metadata: ["record": "\(id)"])
             throw .internal()
         }
+        return secret
+    }
+
+    /// Opens the secret half into a wiped temporary buffer and hands it to
+    /// `read`; nil from `read` passes through. The release fast path reads only
+    /// the access token this way and leaves anything unusual, logged or not, to
+    /// the full path.
+    nonisolated func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
+                                   reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
+        let box = try SealedBox(bytes: entry.row.sealedSecret)
+        return try SecretBox.withOpened(box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion), read)
     }
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
