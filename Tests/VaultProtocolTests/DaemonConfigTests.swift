@@ -54,12 +54,7 @@ final class DaemonConfigTests: XCTestCase {
             ("[providers.bankid]\nclient_idd = \"x\"", "“client_idd” is not a setting in [providers.bankid]"),
             ("[[pin]]\nmin_length = 6", "there is no table [pin]"),
         ]
-        for (text, expected) in cases {
-            XCTAssertThrowsError(try FileConfig.parse(text), text) { error in
-                let detail = (error as? ConfigError)?.detail ?? ""
-                XCTAssertTrue(detail.contains(expected), "\(text.debugDescription) → \(detail)")
-            }
-        }
+        assertRefused(cases)
         XCTAssertNoThrow(try FileConfig.parse("[providers.my-idp]\nissuer = \"https://idp.example\"\nclient_id = \"c\""))
     }
 
@@ -80,12 +75,7 @@ final class DaemonConfigTests: XCTestCase {
             ("x = \"\"\"\nmulti\n\"\"\"", "line 1"),
             ("# \"\"\" in a comment\r\n[\u{FFFD}\u{FFFD}", "line 2"),
         ]
-        for (text, expected) in cases {
-            XCTAssertThrowsError(try FileConfig.parse(text), text) { error in
-                let detail = (error as? ConfigError)?.detail ?? ""
-                XCTAssertTrue(detail.contains(expected), "\(text.debugDescription) → \(detail)")
-            }
-        }
+        assertRefused(cases)
     }
 
     func testEveryCommittedFuzzRegressionIsHandled() throws {
@@ -97,6 +87,16 @@ final class DaemonConfigTests: XCTestCase {
             let data = try Data(contentsOf: dir.appendingPathComponent(f))
             // Must return (either way) instead of aborting the process.
             _ = try? FileConfig.parse(String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// Each text is refused, with a detail that contains its expected words.
+    func assertRefused(_ cases: [(String, String)], file: StaticString = #filePath, line: UInt = #line) {
+        for (text, expected) in cases {
+            XCTAssertThrowsError(try FileConfig.parse(text), text, file: file, line: line) { error in
+                let detail = (error as? ConfigError)?.detail ?? ""
+                XCTAssertTrue(detail.contains(expected), "\(text.debugDescription) → \(detail)", file: file, line: line)
+            }
         }
     }
 }

@@ -12,19 +12,8 @@ final class MockOIDCProvider {
     let issuer: String
 
     init(arguments: [String] = []) throws {
-        guard let python = TestProvider.python else {
-            throw XCTSkip("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
-        }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = [TestProvider.packageRoot + "/Tests/providers/mock_provider.py", "--idle-exit", "300"]
-            + (arguments.isEmpty ? [] : ["--"] + arguments)
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        process = p
-        issuer = try readReadyLine(out, process: p, timeout: 40)
+        (process, issuer) = try startPythonProvider("mock_provider.py", ["--idle-exit", "300"] + (arguments.isEmpty ? [] : ["--"] + arguments),
+                                                    timeout: 40)
     }
 
     deinit { stop() }
@@ -35,6 +24,22 @@ final class MockOIDCProvider {
             process.waitUntilExit()
         }
     }
+}
+
+/// Starts `Tests/providers/SCRIPT` with the venv's Python and waits for its
+/// READY line; returns the process and its issuer URL.
+func startPythonProvider(_ script: String, _ arguments: [String], timeout: Double) throws -> (Process, String) {
+    guard let python = TestProvider.python else {
+        throw XCTSkip("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
+    }
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: python)
+    p.arguments = [TestProvider.packageRoot + "/Tests/providers/" + script] + arguments
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    return (p, try readReadyLine(out, process: p, timeout: timeout))
 }
 
 /// Reads the provider's first stdout line, "READY http://127.0.0.1:PORT", and returns the URL.

@@ -32,22 +32,12 @@ final class TestProvider {
     static var browser: String { packageRoot + "/scripts/demo-browser" }
 
     init(profile: String, arguments: [String] = []) throws {
-        guard let python = TestProvider.python else {
-            throw XCTSkip("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
-        }
         self.profile = profile
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = [TestProvider.packageRoot + "/Tests/providers/strict_provider.py", "--profile", profile,
-                       "--watch-pid", "\(getpid())", "--idle-exit", "300"]
-            + (SecretLedger.issuedLog(profile).map { ["--issued-log", $0] } ?? []) + arguments
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        process = p
-        // The first line is "READY http://127.0.0.1:PORT".
-        issuer = try readReadyLine(out, process: p, timeout: 20)
+        (process, issuer) = try startPythonProvider(
+            "strict_provider.py",
+            ["--profile", profile, "--watch-pid", "\(getpid())", "--idle-exit", "300"]
+                + (SecretLedger.issuedLog(profile).map { ["--issued-log", $0] } ?? []) + arguments,
+            timeout: 20)
     }
 
     deinit { stop() }
