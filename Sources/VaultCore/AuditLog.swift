@@ -30,23 +30,45 @@ public final class AuditLog: Sendable {
         return v.serialized()
     }
 
+    /// One event, ready to be chained onto the log by the store: `record`
+    /// appends it alone; `Vault.persist` writes it in the same transaction as
+    /// the session change it describes.
+    struct Entry {
+        let event: String
+        let factor: String?
+        let outcome: String
+        let make: (AuditRow?) throws -> AuditRow
+    }
+
+    func entry(_ event: String, factor: String? = nil, outcome: String = "ok",
+               detail: [String: JSON] = [:], requester: Requester? = nil) -> Entry {
+        let at = Date().timeIntervalSince1970
+        let detailText = JSON.object(detail).text
+        let key = self.key
+        return Entry(event: event, factor: factor, outcome: outcome) { previous in
+            var row = AuditRow(seq: 0, at: at, event: event, factor: factor, outcome: outcome, detail: detailText,
+                               pid: requester.flatMap { $0.pid > 0 ? $0.pid : nil }, exe: requester?.executable, mac: [])
+            row.mac = try KeyDerivation.mac(key: key, message: AuditLog.canonical(row, previousMAC: previous?.mac ?? []))
+            return row
+        }
+    }
+
     /// Records one event. A failure to write the audit log is logged, never
     /// turned into a failure of the operation it describes.
     public func record(_ event: String, factor: String? = nil, outcome: String = "ok",
                        detail: [String: JSON] = [:], requester: Requester? = nil) {
-        let at = Date().timeIntervalSince1970
-        let detailText = JSON.object(detail).text
+        let entry = entry(event, factor: factor, outcome: outcome, detail: detail, requester: requester)
         do {
-            _ = try store.appendAudit { previous in
-                var row = AuditRow(seq: 0, at: at, event: event, factor: factor, outcome: outcome, detail: detailText,
-                                   pid: requester.flatMap { $0.pid > 0 ? $0.pid : nil }, exe: requester?.executable, mac: [])
-                row.mac = try KeyDerivation.mac(key: self.key, message: AuditLog.canonical(row, previousMAC: previous?.mac ?? []))
-                return row
-            }
+            _ = try store.appendAudit(entry.make)
         } catch {
             logger.error("audit log write failed", metadata: ["event": "\(event)", "error": "\(error)"])
         }
-        logger.info("audit", metadata: ["event": "\(event)", "factor": "\(factor ?? "-")", "outcome": "\(outcome)"])
+        written(entry)
+    }
+
+    /// The log line for an entry the store has written.
+    func written(_ entry: Entry) {
+        logger.info("audit", metadata: ["event": "\(entry.event)", "factor": "\(entry.factor ?? "-")", "outcome": "\(entry.outcome)"])
     }
 
     public func entries(after seq: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [AuditRow] {

@@ -146,8 +146,8 @@ extension Vault {
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
                                    idToken: login.tokens.idToken)
         try persist(id: id, meta: meta, secret: secret, vaultKey: vk,
-                    tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken)
-        audit.record("login", factor: login.provider, outcome: "ok", requester: conversation.requester)
+                    tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
+                    auditing: audit.entry("login", factor: login.provider, outcome: "ok", requester: conversation.requester))
         enrollmentOfferPending = true
         return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: meta)
     }

@@ -32,19 +32,62 @@ extension Vault {
             forget(id: id, reason: "expired")
             throw VaultFailure(.sessionExpired)
         }
-        let task = Task { await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key) }
+        // Detached, so the token call starts now: a task made here would run on
+        // the actor, behind every request that queued there meanwhile (100
+        // apps waking at once put 99 ahead of it).
+        let task = Task.detached(priority: .high) {
+            await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key)
+        }
         refreshing[id] = task
+        table.beginRefresh(id)
         let result = await task.value
         refreshing[id] = nil
+        for waiter in table.finishRefresh(id) { waiter(result) }
         return try result.get()
     }
 
-    func performRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
-                        key: SecureBytes) async -> Result<ReleasedSession, VaultFailure> {
-        let grant: TokenGrant
+    /// The refresh that a fast-path request claimed (`releaseIfReady`); its
+    /// outcome goes to everyone who joined. A refresh may already be running
+    /// from the full path, or the token turn out fresh by now: either way the
+    /// joiners get what `freshSession` says.
+    func refreshForWaiters(id: String, minValid: Int64) async {
+        let result: Result<ReleasedSession, VaultFailure>
+        if let key = vaultKey {
+            if let entry = table.entry(id) {
+                do throws(VaultFailure) {
+                    result = .success(try await freshSession(id: id, entry: entry, key: key, minValid: minValid))
+                } catch {
+                    result = .failure(error)
+                }
+            } else {
+                result = .failure(VaultFailure(.noSession))
+            }
+        } else {
+            result = .failure(.locked(factors: lockedFactorList()))
+        }
+        for waiter in table.finishRefresh(id) { waiter(result) }
+    }
+
+    /// The token call off the actor, then its outcome settled on it.
+    nonisolated func performRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
+                                    key: SecureBytes) async -> Result<ReleasedSession, VaultFailure> {
+        let outcome: Result<TokenGrant, VaultFailure>
         do {
-            grant = try await provider.refresh(refreshToken: refreshToken)
+            outcome = .success(try await provider.refresh(refreshToken: refreshToken))
         } catch {
+            outcome = .failure(error)
+        }
+        return await settleRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key,
+                                   outcome: outcome)
+    }
+
+    func settleRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
+                       key: SecureBytes, outcome: Result<TokenGrant, VaultFailure>) -> Result<ReleasedSession, VaultFailure> {
+        let grant: TokenGrant
+        switch outcome {
+        case .success(let g):
+            grant = g
+        case .failure(let error):
             audit.record("refresh", factor: provider.id, outcome: error.code.rawValue)
             guard let entry = table.entry(id) else { return .failure(VaultFailure(.noSession)) }
             if error.code == .sessionExpired {
@@ -65,13 +108,17 @@ extension Vault {
         do {
             // Durable first: if vaultd dies after this line the new refresh token
             // is what the store holds, which is what a rotating provider accepts.
-            try persist(id: id, meta: meta, secret: renewed, vaultKey: key, tokenForHash: newRefresh)
+            // The audit entry rides in the same commit: every waiting app is
+            // held until it returns, and a second fsync doubled that wait.
+            try persist(id: id, meta: meta, secret: renewed, vaultKey: key, tokenForHash: newRefresh,
+                        auditing: audit.entry("refresh", factor: provider.id, outcome: "ok",
+                                              detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)]))
         } catch {
             return .failure(error)
         }
-        audit.record("refresh", factor: provider.id, outcome: "ok",
-                     detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)])
-        return .success(ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: meta))
+        var released = ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: meta)
+        released.resultTail = ReleasedSession.tail(of: meta)   // once, for every waiter's answer
+        return .success(released)
     }
 
     /// Removes a session whose tokens can no longer be used.
@@ -82,3 +129,4 @@ extension Vault {
         audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
     }
 }
+

@@ -27,6 +27,9 @@ final class SessionTable: Sendable {
         /// account name → record id: a release is one hash lookup at any scale.
         var accountIndex: [String: String] = [:]
         var lastActivity: Double
+        /// Sessions being refreshed → requests that joined from an event loop
+        /// and are answered when the refresh settles.
+        var refreshWaiters: [String: [Vault.RefreshWaiter]] = [:]
     }
 
     private let state: Mutex<State>
@@ -99,6 +102,34 @@ final class SessionTable: Sendable {
         state.withLock { s in
             s.entries.removeAll()
             s.accountIndex.removeAll()
+        }
+    }
+
+    /// A refresh of `id` has started: requests may join it until
+    /// `finishRefresh`. Those who joined already (and claimed it) stay.
+    func beginRefresh(_ id: String) {
+        state.withLock { s in
+            if s.refreshWaiters[id] == nil { s.refreshWaiters[id] = [] }
+        }
+    }
+
+    /// Closes the refresh of `id` to joiners and hands back those who joined.
+    func finishRefresh(_ id: String) -> [Vault.RefreshWaiter] {
+        state.withLock { $0.refreshWaiters.removeValue(forKey: id) ?? [] }
+    }
+
+    enum Join { case joined, claimed }
+
+    /// Adds `waiter` to the refresh of `id`. `.claimed` when none was running:
+    /// this caller's waiter is the first, and the caller must start it.
+    func joinRefresh(_ id: String, _ waiter: @escaping Vault.RefreshWaiter) -> Join {
+        state.withLock { s in
+            if s.refreshWaiters[id] == nil {
+                s.refreshWaiters[id] = [waiter]
+                return .claimed
+            }
+            s.refreshWaiters[id]?.append(waiter)
+            return .joined
         }
     }
 

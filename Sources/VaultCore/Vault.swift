@@ -341,19 +341,40 @@ public actor Vault {
     /// a token that dies in its hands.
     static let refreshWindow: Int64 = 60
 
+    /// What the fast path did with a request.
+    public enum FastRelease: Sendable {
+        case released(ReleasedSession)
+        /// The session is being refreshed: the waiter is called when that settles.
+        case waiting
+        /// Take the full path.
+        case fullPath
+    }
+
+    public typealias RefreshWaiter = @Sendable (Result<ReleasedSession, VaultFailure>) -> Void
+
     /// The fast path, callable from any thread: releases at once when the vault
-    /// is unlocked and the access token is fresh; nil means "take the full path"
-    /// (locked, unknown or ambiguous account, token near expiry: all of which may
-    /// need the person, a refresh, or a precise error). A token that expires
-    /// within `minValid` seconds also takes the full path, which refreshes it.
-    public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0) -> ReleasedSession? {
+    /// is unlocked and the access token is fresh. A token that is due (within
+    /// the refresh window, or `minValid`) is refreshed with the request waiting
+    /// as the waiter `orWait` makes: the first such request starts the refresh,
+    /// the rest join it. A hundred apps waking together so cost a lock each,
+    /// not a task and a turn on the actor each while the token call waits for
+    /// a core. The token a refresh brings is returned even if shorter-lived than
+    /// `minValid`, as on the full path. `.fullPath` for the rest: locked, or an
+    /// unknown or ambiguous account, which may need the person or a precise error.
+    public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0,
+                                           orWait waiter: () -> RefreshWaiter) -> FastRelease {
         let nowS = now()
-        guard let (key, id, entry) = table.releasable(account, now: nowS) else { return nil }
-        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) { return nil }
-        guard let token = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.accessToken(in:)) else { return nil }
+        guard let (key, id, entry) = table.releasable(account, now: nowS) else { return .fullPath }
+        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) {
+            if table.joinRefresh(id, waiter()) == .claimed {
+                Task(priority: .high) { await self.refreshForWaiters(id: id, minValid: minValid) }
+            }
+            return .waiting
+        }
+        guard let token = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.accessToken(in:)) else { return .fullPath }
         var released = ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
         released.resultTail = entry.resultTail
-        return released
+        return .released(released)
     }
 
     /// The secret half of a session, opened with the vault key.
@@ -401,12 +422,15 @@ public actor Vault {
                                claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
                                hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
         let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
-        try persist(id: id, meta: meta, secret: secret, vaultKey: vk, tokenForHash: request.refreshToken ?? request.accessToken ?? "")
-        audit.record("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester)
+        try persist(id: id, meta: meta, secret: secret, vaultKey: vk, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
+                    auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester))
         return meta
     }
 
-    func persist(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes, tokenForHash: String) throws(VaultFailure) {
+    /// Seals and stores a session durably. `auditing`, when given, is written
+    /// in the same transaction: one commit for the change and its record.
+    func persist(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes, tokenForHash: String,
+                 auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
         var plain = secret.serialized()
         defer { Sodium.wipe(&plain) }
         let row: SessionRow
@@ -421,7 +445,12 @@ public actor Vault {
             logger.error("sealing a session failed", metadata: ["error": "\(error)"])
             throw .internal()
         }
-        try storeCall { () throws(StoreError) in try store.putSession(row) }
+        if let entry {
+            try storeCall { () throws(StoreError) in try store.putSession(row, auditing: entry.make) }
+            audit.written(entry)
+        } else {
+            try storeCall { () throws(StoreError) in try store.putSession(row) }
+        }
         table.put(id, SessionTable.Entry(meta: meta, row: row))
     }
 

@@ -313,19 +313,50 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 // The common case, an unlocked vault with a fresh token, is answered
                 // right here on the event loop; anything else takes the full path
                 // (also a `min_valid` the token does not meet, or a malformed one).
-                if let minValid = RequestRouter.minValid(request),
-                   let released = router.vault.releaseIfReady(account: request["account"]?.stringValue, minValid: minValid) {
-                    // Audit first: the client may exit the moment it has its answer.
-                    router.auditRelease(released, state: state)
-                    let answer = released.answer(id: request.id)
-                    var buffer = channel.allocator.buffer(capacity: answer.count)
-                    buffer.writeBytes(answer)
-                    channel.writeAndFlush(buffer, promise: nil)
-                } else {
+                guard let minValid = RequestRouter.minValid(request) else {
+                    serve(request, channel: channel)
+                    break
+                }
+                switch router.vault.releaseIfReady(account: request["account"]?.stringValue, minValid: minValid,
+                                                   orWait: { answerWhenRefreshed(request.id, channel: channel) }) {
+                case .released(let released):
+                    answer(released, id: request.id, channel: channel)
+                case .waiting:
+                    // Answered on this event loop, so after this line.
+                    state.began()
+                case .fullPath:
                     serve(request, channel: channel)
                 }
             default:
                 serve(request, channel: channel)
+            }
+        }
+    }
+
+    func answer(_ released: ReleasedSession, id: JSON, channel: any Channel) {
+        // Audit first: the client may exit the moment it has its answer.
+        router.auditRelease(released, state: state)
+        let answer = released.answer(id: id)
+        var buffer = channel.allocator.buffer(capacity: answer.count)
+        buffer.writeBytes(answer)
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    /// The answer to a request that joined a running refresh, written from
+    /// the connection's event loop when the refresh settles.
+    func answerWhenRefreshed(_ id: JSON, channel: any Channel) -> Vault.RefreshWaiter {
+        let handler = self
+        return { result in
+            channel.eventLoop.execute {
+                switch result {
+                case .success(let released):
+                    handler.answer(released, id: id, channel: channel)
+                case .failure(let error):
+                    var out = channel.allocator.buffer(capacity: 256)
+                    out.writeBytes(Response.failure(id: id, error: error, language: handler.state.language).encoded())
+                    channel.writeAndFlush(out, promise: nil)
+                }
+                handler.state.ended()
             }
         }
     }

@@ -123,6 +123,17 @@ extension VaultStore {
         }
     }
 
+    /// Inserts or replaces by id and appends the audit entry that says why, in
+    /// one transaction: one durable commit instead of two, where an answer
+    /// waits for both (a refresh holds every waiting app until it returns).
+    /// `make` is as for `appendAudit`; if it throws, neither row is written.
+    public func putSession(_ row: SessionRow, auditing make: (AuditRow?) throws -> AuditRow) throws(StoreError) {
+        try write("putSession") { db in
+            try Self.upsertSessions([row], db)
+            _ = try Self.insertAudit(make, db)
+        }
+    }
+
     /// Inserts or replaces many rows in one transaction (bulk loads, benchmarks).
     public func putSessions(_ rows: [SessionRow]) throws(StoreError) {
         try write("putSessions") { db in
@@ -250,21 +261,23 @@ extension VaultStore {
     /// chained from and its own. If `make` throws, nothing is written and the
     /// error comes back as `.io` naming only the error's type.
     public func appendAudit(_ make: (AuditRow?) throws -> AuditRow) throws(StoreError) -> AuditRow {
-        try write("appendAudit") { db in
-            let last = try Self.lastAuditRow(db)
-            var row = try make(last)
-            row.seq = (last?.seq ?? 0) + 1
-            try db.execute(
-                sql: """
-                    INSERT INTO audit (\(Self.auditColumns))
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, x''))
-                    """,
-                arguments: [
-                    row.seq, row.at, row.event, row.factor, row.outcome, row.detail,
-                    row.pid.map { Int64($0) }, row.exe, Data(row.mac),
-                ])
-            return row
-        }
+        try write("appendAudit") { db in try Self.insertAudit(make, db) }
+    }
+
+    private static func insertAudit(_ make: (AuditRow?) throws -> AuditRow, _ db: Database) throws -> AuditRow {
+        let last = try lastAuditRow(db)
+        var row = try make(last)
+        row.seq = (last?.seq ?? 0) + 1
+        try db.execute(
+            sql: """
+                INSERT INTO audit (\(auditColumns))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, x''))
+                """,
+            arguments: [
+                row.seq, row.at, row.event, row.factor, row.outcome, row.detail,
+                row.pid.map { Int64($0) }, row.exe, Data(row.mac),
+            ])
+        return row
     }
 
     /// Rows with `seq > after`, in order, at most `limit` of them.
@@ -289,7 +302,8 @@ extension VaultStore {
     }
 
     private static func lastAuditRow(_ db: Database) throws -> AuditRow? {
-        try Row.fetchOne(db, sql: "SELECT \(auditColumns) FROM audit ORDER BY seq DESC LIMIT 1")
+        // Cached: every audited change reads it, a refresh while apps wait among them.
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT \(auditColumns) FROM audit ORDER BY seq DESC LIMIT 1"))
             .map(auditRow)
     }
 

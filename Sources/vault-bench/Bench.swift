@@ -42,6 +42,11 @@ struct VaultBench: ParsableCommand {
     @Flag(help: "A short run (for CI smoke tests): fewer requests and sessions.")
     var quick = false
 
+    @Option(help: "Run only these lines: core (the vault on its own) or oidc (login, refresh, oidc-agent).")
+    var only: Part?
+
+    enum Part: String, ExpressibleByArgument { case core, oidc }
+
     func run() throws {
         let started = monotonicNs()
         SignalCleanup.shared.install()
@@ -55,11 +60,11 @@ struct VaultBench: ParsableCommand {
 
         var failure: (any Error)?
         do {
-            try runCoreLines(&table, binary: binary, requests: requests)
-            try runOIDCLines(&table, OIDCBenchSetup(
+            if only != .oidc { try runCoreLines(&table, binary: binary, requests: requests) }
+            if only != .core { try runOIDCLines(&table, OIDCBenchSetup(
                 vaultd: binary, vaultctl: vaultctl ?? here + "/vaultctl",
                 python: providerPython ?? (FileManager.default.isExecutableFile(atPath: ".venv/bin/python") ? ".venv/bin/python" : nil),
-                providerScript: providerScript, quick: quick, requests: requests))
+                providerScript: providerScript, quick: quick, requests: requests)) }
         } catch {
             // Print what was measured before the failure, then fail.
             table.add("FAILED", "\(error)", "", false)

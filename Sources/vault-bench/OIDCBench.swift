@@ -251,8 +251,8 @@ struct StampedeFigures {
 }
 
 /// Each round: import a session whose access token expired a minute ago (with
-/// a valid refresh token), connect `clients` clients, release them together;
-/// each sends `session` once. The provider reports its token calls with
+/// a valid refresh token), connect `clients` clients, and send `session` on
+/// each at once. The provider reports its token calls with
 /// start/end on CLOCK_MONOTONIC, so for every request the part of its latency
 /// spent inside the provider's call is known; the rest is what vaultd added.
 func measureExpiredStampede(_ socket: String, provider: StrictProvider, refreshToken: String, clients: Int,
@@ -273,33 +273,9 @@ func measureExpiredStampede(_ socket: String, provider: StrictProvider, refreshT
             "expires_at": .int(Int64(Date().timeIntervalSince1970) - 60),
         ])
         let before = try provider.tokenCalls().count
-        let samples = Mutex<[(send: UInt64, receive: UInt64, token: String?)]>([])
-        let ready = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let group = DispatchGroup()
-        for _ in 0..<clients {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                let c = try? VaultConnection(socketPath: socket)
-                ready.signal()
-                go.wait()
-                guard let c else { return }
-                let t0 = monotonicNs()
-                var token: String?
-                if (try? c.send(frame)) != nil, let line = try? c.readLine(), let r = try? JSON.parse(line) {
-                    token = r["result"]?["access_token"]?.stringValue
-                }
-                let t1 = monotonicNs()
-                samples.withLock { $0.append((t0, t1, token)) }
-            }.start()
-        }
-        for _ in 0..<clients { ready.wait() }
-        for _ in 0..<clients { go.signal() }
-        group.wait()
+        let got = try stampede(socket, frame: frame, clients: clients)
         let calls = try provider.tokenCalls().dropFirst(before).filter { $0.grant == "refresh_token" }
         callsPerRound.append(calls.count)
-        let got = samples.withLock { $0 }
         let tokens = Set(got.compactMap { $0.token })
         guard got.count == clients, got.allSatisfy({ $0.token != nil }), tokens.count == 1,
               tokens.first != "expired-\(round)" else {
@@ -326,6 +302,57 @@ func measureExpiredStampede(_ socket: String, provider: StrictProvider, refreshT
     return StampedeFigures(tokenCalls: callsPerRound, added: latency(added), provider: latency(providerTimes),
                            beforeCall: latency(beforeCall), afterCall: latency(afterCall), fanOut: latency(fanOut),
                            sendSpread: latency(sendSpread))
+}
+
+/// `clients` connections, each greeted, then each sends `frame` once; every answer is stamped the
+/// moment its line is read. One thread drives all of them through poll(2), as
+/// wrk and h2load do: a hundred client threads on two cores would measure how
+/// fast the kernel wakes them, taking vaultd's cores to do it.
+func stampede(_ socket: String, frame: [UInt8], clients: Int) throws -> [(send: UInt64, receive: UInt64, token: String?)] {
+    var fds: [Int32] = []
+    defer { for fd in fds { close(fd) } }
+    // Each app is connected and greeted first: what is measured is the
+    // refresh they all wait for, not vaultd accepting a hundred connections
+    // (the connect-per-request lines measure that).
+    let hello = Request(id: 0, op: "hello", fields: ["client": "vault-bench"]).encoded()
+    var greeting = [UInt8](repeating: 0, count: 4096)
+    for _ in 0..<clients {
+        guard let fd = connectUnixSocket(socket) else { throw BenchError("stampede: cannot connect to \(socket)") }
+        fds.append(fd)
+        guard writeAll(fd, hello) else { throw BenchError("stampede: a write failed") }
+        var got: [UInt8] = []
+        while got.last != UInt8(ascii: "\n") {
+            let n = greeting.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw BenchError("stampede: vaultd closed a connection") }
+            got.append(contentsOf: greeting[0..<n])
+        }
+    }
+    var sent = [UInt64](repeating: 0, count: clients)
+    var received = [UInt64](repeating: 0, count: clients)
+    var lines = [[UInt8]](repeating: [], count: clients)
+    for (i, fd) in fds.enumerated() {
+        sent[i] = monotonicNs()
+        guard writeAll(fd, frame) else { throw BenchError("stampede: a write failed") }
+    }
+    var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    var open = clients
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while open > 0 {
+        guard poll(&polls, nfds_t(polls.count), 30_000) > 0 else { throw BenchError("stampede: no answer within 30 s") }
+        for i in polls.indices where polls[i].revents != 0 {
+            let n = buffer.withUnsafeMutableBytes { read(polls[i].fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw BenchError("stampede: vaultd closed a connection") }
+            lines[i].append(contentsOf: buffer[0..<n])
+            if lines[i].last == UInt8(ascii: "\n") {
+                received[i] = monotonicNs()
+                polls[i].fd = -1   // poll skips negative descriptors
+                open -= 1
+            }
+        }
+    }
+    return (0..<clients).map { i in
+        (sent[i], received[i], (try? JSON.parse(lines[i].dropLast()))?["result"]?["access_token"]?.stringValue)
+    }
 }
 
 struct ForcedFigures {
