@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import VaultClient
 import VaultProtocol
 
@@ -63,7 +63,7 @@ extension ParsableCommand {
         do {
             try body()
         } catch let f as Failure {
-            FileHandle.standardError.write(Data("vaultctl: \(f.description)\n".utf8))
+            Stdio.error("vaultctl: \(f.description)\n")
             if json {
                 var o: [String: JSON] = ["code": .string(f.error.code), "message": .string(f.description)]
                 if case .vault(_, _, let extra) = f.error { o.merge(extra) { a, _ in a } }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import VaultClient
 import VaultProtocol
 
@@ -26,18 +26,18 @@ struct Import: ParsableCommand {
             let data: Data
             if let secretsFile {
                 guard let d = FileManager.default.contents(atPath: secretsFile) else {
-                    FileHandle.standardError.write(Data("vaultctl: \(LocalizedText(en: "The secrets file could not be read. Check the path and try again.", nb: "Filen med hemmeligheter kunne ikke leses. Sjekk stien og prøv igjen.").text(language))\n".utf8))
+                    Stdio.error("vaultctl: \(LocalizedText(en: "The secrets file could not be read. Check the path and try again.", nb: "Filen med hemmeligheter kunne ikke leses. Sjekk stien og prøv igjen.").text(language))\n")
                     throw ExitCode(1)
                 }
                 data = d
             } else {
-                data = FileHandle.standardInput.readDataToEndOfFile()
+                data = Stdio.readAllInput()
             }
             var fields: [String: JSON] = ["issuer": .string(issuer), "client_id": .string(clientId)]
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = String(decoding: data, as: UTF8.self).trimmed
             if text.hasPrefix("{") {
                 guard let o = (try? JSON.parse(text))?.objectValue else {
-                    FileHandle.standardError.write(Data("vaultctl: \(LocalizedText(en: "The secrets are not valid JSON. Give a JSON object or a single refresh token line.", nb: "Hemmelighetene er ikke gyldig JSON. Gi et JSON-objekt eller én linje med et oppfriskingstoken.").text(language))\n".utf8))
+                    Stdio.error("vaultctl: \(LocalizedText(en: "The secrets are not valid JSON. Give a JSON object or a single refresh token line.", nb: "Hemmelighetene er ikke gyldig JSON. Gi et JSON-objekt eller én linje med et oppfriskingstoken.").text(language))\n")
                     throw ExitCode(1)
                 }
                 for key in ["refresh_token", "access_token", "expires_at"] { if let v = o[key] { fields[key] = v } }

@@ -100,7 +100,7 @@ struct Audit: ParsableCommand {
                     let text = LocalizedText(
                         en: "The audit log was changed at entry \(seq) or later. Keep the vault file for inspection and report it.",
                         nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere. Ta vare på hvelvfilen for undersøkelse og meld fra.")
-                    FileHandle.standardError.write(Data("vaultctl: \(text.text(s.language))\n".utf8))
+                    Stdio.error("vaultctl: \(text.text(s.language))\n")
                     throw ExitCode(1)
                 }
                 return
@@ -117,9 +117,8 @@ struct Audit: ParsableCommand {
     }
 }
 
-import Foundation
+import FoundationEssentials
 
 func isoTime(_ t: Double) -> String {
-    let f = ISO8601DateFormatter()
-    return f.string(from: Date(timeIntervalSince1970: t))
+    Date(timeIntervalSince1970: t).formatted(.iso8601)
 }

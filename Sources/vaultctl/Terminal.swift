@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultClient
 import VaultProtocol
 #if canImport(Glibc)
@@ -27,44 +27,37 @@ struct Terminal {
 
     /// Starts the browser on `url` without waiting for it; false if it could not start.
     func open(_ url: String) -> Bool {
-        guard let browser, let command = browser.first else { return false }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: command.hasPrefix("/") ? command : "/usr/bin/env")
-        p.arguments = (command.hasPrefix("/") ? [] : [command]) + browser.dropFirst() + [url]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        p.standardInput = FileHandle.nullDevice
-        do { try p.run() } catch { return false }
-        return true
+        guard let browser, !browser.isEmpty else { return false }
+        return Stdio.spawnDetached(browser + [url])
     }
 
     func answer(_ prompt: Prompt) -> PromptReply {
         switch prompt.kind {
         case .message:
-            FileHandle.standardError.write(Data("\(prompt.text)\n".utf8))
+            Stdio.error("\(prompt.text)\n")
             return .none
         case .secret:
             guard let s = readSecret(prompt.text) else { return .cancel }
             return .value(.string(s))
         case .confirm:
-            FileHandle.standardError.write(Data("\(prompt.text) [y/N] ".utf8))
+            Stdio.error("\(prompt.text) [y/N] ")
             guard let line = readLine(strippingNewline: true) else { return .cancel }
-            return .value(.bool(["y", "yes", "j", "ja"].contains(line.lowercased().trimmingCharacters(in: .whitespaces))))
+            return .value(.bool(["y", "yes", "j", "ja"].contains(line.lowercased().trimmed)))
         case .openURL:
             let url = prompt.extra["url"]?.stringValue ?? ""
-            FileHandle.standardError.write(Data("\(prompt.text)\n".utf8))
+            Stdio.error("\(prompt.text)\n")
             if !open(url) {
                 // No browser here (or --no-browser): the person opens it by hand.
-                FileHandle.standardError.write(Data("\(url)\n".utf8))
+                Stdio.error("\(url)\n")
             }
             return .none
         case .choice:
-            FileHandle.standardError.write(Data("\(prompt.text)\n".utf8))
+            Stdio.error("\(prompt.text)\n")
             let options = prompt.extra["options"]?.arrayValue ?? []
             for (n, o) in options.enumerated() {
-                FileHandle.standardError.write(Data("  \(n + 1). \(o["label"]?.stringValue ?? o.stringValue ?? "")\n".utf8))
+                Stdio.error("  \(n + 1). \(o["label"]?.stringValue ?? o.stringValue ?? "")\n")
             }
-            guard let line = readLine(strippingNewline: true), let n = Int(line.trimmingCharacters(in: .whitespaces)),
+            guard let line = readLine(strippingNewline: true), let n = Int(line.trimmed),
                   n >= 1, n <= options.count else { return .cancel }
             let picked = options[n - 1]
             return .value(picked["value"] ?? picked)
@@ -73,7 +66,7 @@ struct Terminal {
 
     /// Reads one line with echo off (when a terminal). Nil on end of input.
     func readSecret(_ text: String) -> String? {
-        FileHandle.standardError.write(Data("\(text) ".utf8))
+        Stdio.error("\(text) ")
         guard isTTY else { return readLine(strippingNewline: true) }
         var old = termios()
         tcgetattr(STDIN_FILENO, &old)
@@ -82,7 +75,7 @@ struct Terminal {
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         defer {
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &old)
-            FileHandle.standardError.write(Data("\n".utf8))
+            Stdio.error("\n")
         }
         return readLine(strippingNewline: true)
     }
