@@ -73,6 +73,10 @@ public final class VaultServer: Sendable {
         let router = self.router
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
+            // Likewise one accept(2) per wakeup: epoll here is level-triggered, so
+            // connections still waiting wake the loop again; a burst is served
+            // one accept per turn instead of ending each turn on an EAGAIN.
+            .serverChannelOption(.maxMessagesPerRead, value: 1)
             // Frames are small and clients mostly wait for each answer: one read
             // per wakeup saves the extra read(2) that would only return EAGAIN.
             .childChannelOption(.maxMessagesPerRead, value: 1)

@@ -4,7 +4,7 @@ import VaultClient
 import VaultProtocol
 
 struct Enroll: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Set up an unlock method (fingerprint or pin).")
+    static let configuration = CommandConfiguration(commandName: "enroll", abstract: "Set up an unlock method (fingerprint or pin).")
     @OptionGroup var common: CommonOptions
     @Argument(help: "fingerprint, pin, or an external factor's name.")
     var factor: String
@@ -13,7 +13,7 @@ struct Enroll: ParsableCommand {
 }
 
 struct Reenroll: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Set an unlock method up again (a new PIN, fingerprints again).")
+    static let configuration = CommandConfiguration(commandName: "reenroll", abstract: "Set an unlock method up again (a new PIN, fingerprints again).")
     @OptionGroup var common: CommonOptions
     @Argument(help: "fingerprint, pin, or an external factor's name.")
     var factor: String
@@ -22,7 +22,7 @@ struct Reenroll: ParsableCommand {
 }
 
 struct Disable: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Turn an unlock method off (its keyslot is destroyed).")
+    static let configuration = CommandConfiguration(commandName: "disable", abstract: "Turn an unlock method off (its keyslot is destroyed).")
     @OptionGroup var common: CommonOptions
     @Argument(help: "fingerprint, pin, or an external factor's name.")
     var factor: String

@@ -5,6 +5,7 @@ import VaultProtocol
 
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "import",
         abstract: "Store an existing session (like oidc-agent's --rt).",
         discussion: """
             Secrets are never taken from the command line (other users can read it in ps). \
@@ -58,6 +59,7 @@ struct Import: ParsableCommand {
 
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "login",
         abstract: "Log in with BankID, Vipps, ID-porten or another configured provider.",
         discussion: "Opens the provider's login page in your browser; when you are done there, the session is stored.")
     @OptionGroup var common: CommonOptions
@@ -85,6 +87,7 @@ struct Login: ParsableCommand {
 
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "Print an access token for scripts (unlocking first if needed).",
         discussion: "Like oidc-token or `gh auth token`. With --json, prints the whole released session (never the refresh token).")
     @OptionGroup var common: CommonOptions
@@ -111,7 +114,7 @@ struct Token: ParsableCommand {
 }
 
 struct Sessions: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List stored sessions (by token hash; no secrets).")
+    static let configuration = CommandConfiguration(commandName: "sessions", abstract: "List stored sessions (by token hash; no secrets).")
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
 
@@ -132,7 +135,7 @@ struct Sessions: ParsableCommand {
 }
 
 struct Logout: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Log an account out, or every account with --all.")
+    static let configuration = CommandConfiguration(commandName: "logout", abstract: "Log an account out, or every account with --all.")
     @OptionGroup var common: CommonOptions
     @Argument(help: "The account to log out.") var account: String?
     @Flag(help: "Log out everywhere.") var all = false
@@ -155,6 +158,7 @@ struct Logout: ParsableCommand {
 
 struct Context: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "context",
         abstract: "Choose the active organization (for members of several); remembered across restarts.")
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
@@ -178,11 +182,13 @@ struct Context: ParsableCommand {
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sync",
         abstract: "Member-record sync: list conflicts a person must resolve.",
         subcommands: [Conflicts.self])
 
     struct Conflicts: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "conflicts",
             abstract: "National ID numbers that differ from the member record (shown masked; nothing was overwritten).")
         @OptionGroup var common: CommonOptions
         @OptionGroup var read: ReadOptions

@@ -3,7 +3,7 @@ import VaultClient
 import VaultProtocol
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show whether the vault is locked, the accounts, and the unlock methods.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether the vault is locked, the accounts, and the unlock methods.")
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
 
@@ -32,7 +32,7 @@ struct Status: ParsableCommand {
 }
 
 struct Factors: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the unlock methods and their state.")
+    static let configuration = CommandConfiguration(commandName: "factors", abstract: "List the unlock methods and their state.")
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
 
@@ -49,7 +49,7 @@ struct Factors: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Lock the vault now (the vault key is wiped from memory).")
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Lock the vault now (the vault key is wiped from memory).")
     @OptionGroup var common: CommonOptions
 
     func run() throws {
@@ -62,7 +62,7 @@ struct Lock: ParsableCommand {
 }
 
 struct Unlock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Unlock the vault with your fingerprint, PIN, or another method.")
+    static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the vault with your fingerprint, PIN, or another method.")
     @OptionGroup var common: CommonOptions
     @Argument(help: "The method to use (fingerprint, pin, …). Default: the unlock policy's order.")
     var factor: String?
@@ -79,7 +79,7 @@ struct Unlock: ParsableCommand {
 }
 
 struct Audit: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the security event log, or check that nobody changed it.")
+    static let configuration = CommandConfiguration(commandName: "audit", abstract: "Show the security event log, or check that nobody changed it.")
     @OptionGroup var common: CommonOptions
     @OptionGroup var read: ReadOptions
     @Flag(help: "Check the log's MAC chain instead of printing it.")
