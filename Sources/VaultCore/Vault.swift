@@ -45,19 +45,26 @@ public struct ReleasedSession: Sendable {
     /// `Response.success(id:result: json).encoded()`, written without building
     /// the JSON tree when the fixed part is at hand (the release fast path).
     public func answer(id: JSON) -> [UInt8] {
-        guard let resultTail, accessToken.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0x7F }) else {
-            return Response.success(id: id, result: json).encoded()
+        // Over the token's own UTF-8 buffer: `utf8.allSatisfy` on the string
+        // view was 4.5 % of vaultd's time in a release benchmark.
+        let written = resultTail.flatMap { tail in
+            accessToken.utf8.withContiguousStorageIfAvailable { token -> [UInt8]? in
+                for byte in token where byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F {
+                    return nil   // needs escaping: the general writer does that
+                }
+                var out: [UInt8] = []
+                out.reserveCapacity(48 + token.count + tail.count)
+                out.append(contentsOf: #"{"id":"#.utf8)
+                id.write(into: &out)
+                out.append(contentsOf: #","ok":true,"result":{"access_token":""#.utf8)
+                out.append(contentsOf: token)
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: tail)
+                out.append(contentsOf: "}\n".utf8)
+                return out
+            } ?? nil
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(48 + accessToken.utf8.count + resultTail.count)
-        out.append(contentsOf: #"{"id":"#.utf8)
-        id.write(into: &out)
-        out.append(contentsOf: #","ok":true,"result":{"access_token":""#.utf8)
-        out.append(contentsOf: accessToken.utf8)
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: resultTail)
-        out.append(contentsOf: "}\n".utf8)
-        return out
+        return written ?? Response.success(id: id, result: json).encoded()
     }
 
     /// `json` without the access token, serialized: what `resultTail` holds.
