@@ -129,4 +129,3 @@ extension Vault {
         audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
     }
 }
-

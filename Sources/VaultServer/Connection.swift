@@ -311,8 +311,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 write(answer(request), to: channel)
             case "session" where request["account"] == nil || request["account"]?.stringValue != nil:
                 // The common case, an unlocked vault with a fresh token, is answered
-                // right here on the event loop; anything else takes the full path
-                // (also a `min_valid` the token does not meet, or a malformed one).
+                // right here on the event loop; a token that is due (or short of
+                // `min_valid`) joins its session's refresh from here too. Anything
+                // else takes the full path (locked, unknown account, malformed
+                // `min_valid`).
                 guard let minValid = RequestRouter.minValid(request) else {
                     serve(request, channel: channel)
                     break
