@@ -44,10 +44,15 @@ let package = Package(
         // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
         .target(name: "CVaultShims"),
 
+        // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see
+        // (the standard library's Mutex is a futex it cannot; Locked.swift says why).
+        .target(name: "Locking", swiftSettings: strict),
+
         // Thin, safe wrappers over libsodium: secure memory, AEAD, KDF, Argon2id.
         .target(name: "SodiumKit", dependencies: ["CSodium"], swiftSettings: strict),
 
-        // The plugin interface: the only module a factor plugin depends on.
+        // The plugin interface: the only SessionVault module a factor plugin depends on
+        // (besides Locking, a leaf with one lock type in it).
         .target(name: "VaultFactor", dependencies: ["SodiumKit", "VaultProtocol"], swiftSettings: strict),
 
         // Wire types shared by server and clients: envelope, error codes, en/nb messages.
@@ -64,13 +69,13 @@ let package = Package(
 
         // The broker: lock state, keyslots, unlock policy, sealed sessions, audit.
         .target(name: "VaultCore", dependencies: [
-            "SodiumKit", "VaultFactor", "VaultProtocol", "VaultStore", "Keyring",
+            "Locking", "SodiumKit", "VaultFactor", "VaultProtocol", "VaultStore", "Keyring",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
         // The Unix-socket NDJSON server in front of the broker.
         .target(name: "VaultServer", dependencies: [
-            "VaultCore", "VaultProtocol", "VaultFactor",
+            "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -96,7 +101,7 @@ let package = Package(
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
         .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
-        .target(name: "ExternalFactor", dependencies: ["VaultFactor"], path: "Plugins/ExternalFactor", swiftSettings: strict),
+        .target(name: "ExternalFactor", dependencies: ["VaultFactor", "Locking"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
         // vaultd's config file and paths, in a library so the fuzzer can reach the parser.
         .target(name: "DaemonConfig", dependencies: [
@@ -115,7 +120,7 @@ let package = Package(
 
         // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
         .target(name: "OIDCFactor", dependencies: [
-            "VaultFactor",
+            "VaultFactor", "Locking",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -126,7 +131,7 @@ let package = Package(
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
-            "DemoProviders", "MemberSync", "CVaultShims",
+            "DemoProviders", "MemberSync", "CVaultShims", "Locking",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,17 +146,17 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
-            "VaultClient", "VaultProtocol", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring",
+            "VaultClient", "VaultProtocol", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "DaemonConfig"]),
-        .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor"]),
-        .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor"]),
+        .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking"]),
+        .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking"]),
         .testTarget(name: "OIDCFactorTests", dependencies: [
-            "OIDCFactor", "VaultFactor",
+            "OIDCFactor", "VaultFactor", "Locking",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -160,7 +165,7 @@ let package = Package(
         ]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
-        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor"]),
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
         .testTarget(name: "DemoProvidersTests", dependencies: [
             "DemoProviders", "VaultProtocol", "SodiumKit",
             .product(name: "JWTKit", package: "jwt-kit"),
@@ -173,10 +178,10 @@ let package = Package(
             "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], exclude: ["Fixtures"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "Locking"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [
-            "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "FingerprintFactor", "ExternalFactor", "SodiumKit",
+            "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "FingerprintFactor", "ExternalFactor", "SodiumKit", "Locking",
         ]),
     ]
 )

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import VaultFactor
 #if canImport(Glibc)
 import Glibc
@@ -65,7 +65,7 @@ final class PluginProcess: @unchecked Sendable {
     let pid: pid_t
     let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    private let control: Mutex<Control>
+    private let control: Locked<Control>
     private let stdinFD: Int32, stdoutFD: Int32, stderrFD: Int32
     private let wakeRead: Int32, wakeWrite: Int32
     private let started = ContinuousClock.now
@@ -82,7 +82,7 @@ final class PluginProcess: @unchecked Sendable {
         stderrFD = stderr
         wakeRead = wake.0
         wakeWrite = wake.1
-        control = Mutex(Control(budget: budget, runningSince: ContinuousClock.now))
+        control = Locked(Control(budget: budget, runningSince: ContinuousClock.now))
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .unbounded)
     }
 
@@ -151,7 +151,7 @@ final class PluginProcess: @unchecked Sendable {
 
     /// Serialises pipe creation and spawning when pipe2(O_CLOEXEC) is missing,
     /// so no other plugin's pipe end leaks into a child between pipe() and fcntl().
-    private static let spawnLock = Mutex(())
+    private static let spawnLock = Locked(())
 
     private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

@@ -1,7 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
+import Locking
 import VaultFactor
 
 /// The page the browser shows after the redirect: plain HTML, no scripts, no
@@ -81,8 +81,8 @@ final class LoopbackListener: Sendable {
     let path: String
     let language: Language
     private let host = "127.0.0.1"
-    private let state = Mutex(State())
-    private let serverChannel = Mutex<(any Channel)?>(nil)
+    private let state = Locked(State())
+    private let serverChannel = Locked<(any Channel)?>(nil)
     private let eventLoop: any EventLoop
 
     private init(port: Int, path: String, language: Language, eventLoop: any EventLoop) {
@@ -257,7 +257,7 @@ final class LoopbackListener: Sendable {
 
 /// Lets the child initializer reach the listener, which exists only after bind.
 private final class ListenerBox: Sendable {
-    private let value = Mutex<LoopbackListener?>(nil)
+    private let value = Locked<LoopbackListener?>(nil)
     var listener: LoopbackListener? {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
-import Synchronization
+import Locking
 import NIOHTTP1
 import NIOPosix
 import VaultFactor
@@ -18,7 +18,7 @@ public final class OIDCHTTPClient: Sendable {
     /// Made on the first request: a vaultd that never talks to a provider
     /// never starts AsyncHTTPClient or NIO's shared event loop threads (and
     /// keeps their memory).
-    private let made = Mutex<HTTPClient?>(nil)
+    private let made = Locked<HTTPClient?>(nil)
 
     /// The event loops for HTTP and the loopback listener (NIO's shared group unless given).
     public var eventLoopGroup: any EventLoopGroup { group ?? MultiThreadedEventLoopGroup.singleton }

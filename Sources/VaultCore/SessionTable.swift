@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import SodiumKit
 import VaultProtocol
 import VaultStore
@@ -32,13 +32,13 @@ final class SessionTable: Sendable {
         var refreshWaiters: [String: [Vault.RefreshWaiter]] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double) {
         var s = State(vaultKey: vaultKey, lastActivity: now)
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }
-        state = Mutex(s)
+        state = Locked(s)
     }
 
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }

@@ -1,4 +1,5 @@
 import NIOCore
+import Locking
 import Synchronization
 import VaultCore
 import VaultFactor
@@ -22,7 +23,7 @@ final class ConnectionState: Sendable {
         var nextPrompt = 0
         var closed = false
     }
-    let inner = Mutex(Inner())
+    let inner = Locked(Inner())
 
     var language: Language { inner.withLock { $0.language } }
     var interactive: Bool { inner.withLock { $0.interactive } }

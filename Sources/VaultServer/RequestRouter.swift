@@ -1,6 +1,6 @@
 import Foundation
 import NIOCore
-import Synchronization
+import Locking
 import VaultCore
 import VaultFactor
 import VaultProtocol
@@ -8,7 +8,7 @@ import VaultProtocol
 /// The open client connections, so shutdown can close them (which cancels
 /// their open questions) instead of leaving tasks waiting on a dying loop.
 final class ConnectionSet: Sendable {
-    private let open = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let open = Locked<[ObjectIdentifier: any Channel]>([:])
     /// Adds `c` unless `limit` connections are already open; false means refused.
     func add(_ c: any Channel, limit: Int = .max) -> Bool {
         open.withLock { open in
@@ -29,7 +29,7 @@ final class ReleaseAuditLimiter: Sendable {
         var pid: Int32
         var account: String
     }
-    private let last = Mutex<[Key: Double]>([:])
+    private let last = Locked<[Key: Double]>([:])
     func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
         last.withLock { seen in
             let key = Key(pid: pid, account: account)

@@ -3,7 +3,7 @@ import FingerprintFactor
 import Foundation
 import Histogram
 import Keyring
-import Synchronization
+import Locking
 import VaultClient
 import VaultProtocol
 #if canImport(Glibc)
@@ -199,7 +199,7 @@ struct Throughput {
 }
 
 func measureThroughput(_ socket: String, account: String, clients: Int, seconds: Double) throws -> Throughput {
-    let results = Mutex<(count: Int, histogram: Histogram<UInt64>, failed: Bool)>((0, Histogram(highestTrackableValue: 10_000_000_000), false))
+    let results = Locked<(count: Int, histogram: Histogram<UInt64>, failed: Bool)>((0, Histogram(highestTrackableValue: 10_000_000_000), false))
     let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
     let frame = sessionRequest(account)
     let group = DispatchGroup()

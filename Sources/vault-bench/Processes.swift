@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,8 +18,8 @@ func monotonicNs() -> UInt64 {
 /// this registry is for Ctrl-C and SIGTERM, which skip `defer`.
 final class Children: Sendable {
     static let shared = Children()
-    private let pids = Mutex<Set<pid_t>>([])
-    private let dirs = Mutex<Set<String>>([])
+    private let pids = Locked<Set<pid_t>>([])
+    private let dirs = Locked<Set<String>>([])
 
     func add(_ pid: pid_t) { _ = pids.withLock { $0.insert(pid) } }
     func remove(_ pid: pid_t) { _ = pids.withLock { $0.remove(pid) } }

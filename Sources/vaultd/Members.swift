@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import MemberSync
 import ServiceLifecycle
-import Synchronization
+import Locking
 import VaultCore
 import VaultFactor
 import VaultProtocol
@@ -91,7 +91,7 @@ final class RegistryMembers: MemberDirectory {
 /// Audit events from member sync go to the vault's audit log, which exists
 /// only once the vault is open: this forwards them when it does.
 final class AuditForwarder: Sendable {
-    private let target = Mutex<AuditLog?>(nil)
+    private let target = Locked<AuditLog?>(nil)
     func attach(_ log: AuditLog) { target.withLock { $0 = log } }
     func record(_ e: SyncAuditEvent) {
         target.withLock { $0 }?.record(e.event, outcome: e.outcome, detail: e.detail)

@@ -2,7 +2,7 @@ import DaemonConfig
 import Foundation
 import Logging
 import OIDCFactor
-import Synchronization
+import Locking
 import VaultCore
 import VaultFactor
 import VaultProtocol
@@ -14,7 +14,7 @@ final class ProviderDirectory: IdentityProviderDirectory {
     let configured: [OIDCProvider]
     let http: OIDCHTTPClient
     let logger: Logger
-    private let imported = Mutex<[String: OIDCProvider]>([:])
+    private let imported = Locked<[String: OIDCProvider]>([:])
 
     init(profiles: [ProviderProfile], http: OIDCHTTPClient, logger: Logger) {
         self.http = http

@@ -2,7 +2,7 @@ import ExternalFactor
 import FingerprintFactor
 import Foundation
 import PINFactor
-import Synchronization
+import Locking
 import Testing
 import VaultFactor
 
@@ -152,7 +152,7 @@ struct FingerprintHarness: FactorHarness {
 /// Asks the person to "touch the fake key" (a confirm prompt): yes = present,
 /// no = no match. Its enrollment state and availability are scriptable.
 final class TouchKeyFactor: UnlockFactor, Sendable {
-    private let state = Mutex<(enrollment: [UInt8], available: Bool)>(([7, 7, 1], true))
+    private let state = Locked<(enrollment: [UInt8], available: Bool)>(([7, 7, 1], true))
     let descriptor = FactorDescriptor(id: "touchkey", displayName: LocalizedText(en: "Touch key", nb: "Berøringsnøkkel"),
                                       rank: 10, contribution: .presenceOnly)
 

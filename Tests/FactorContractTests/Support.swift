@@ -1,7 +1,7 @@
 import ExternalFactor
 import Foundation
 import Logging
-import Synchronization
+import Locking
 import VaultCore
 import VaultFactor
 import VaultStore
@@ -23,7 +23,7 @@ final class ScriptedClient: ClientConversation, Sendable {
     let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/contract-test-app")
     private let repeating: Answer?
     private let delay: Duration?
-    private let state: Mutex<(answers: [Answer], prompts: [String], shown: [String])>
+    private let state: Locked<(answers: [Answer], prompts: [String], shown: [String])>
 
     /// `repeating` answers every prompt after the script runs out (else: cancel).
     /// `delay` is how long the "person" takes to answer each prompt.
@@ -33,7 +33,7 @@ final class ScriptedClient: ClientConversation, Sendable {
         self.language = language
         self.repeating = repeating
         self.delay = delay
-        state = Mutex((answers, [], []))
+        state = Locked((answers, [], []))
     }
 
     /// The prompts asked (English text), in order.
@@ -137,7 +137,7 @@ final class PluginSandbox: Sendable {
     let pluginDir: String
     let statePath: String
     var pluginPath: String { pluginDir + "/vault-factor-pytest" }
-    private let records = Mutex<[ExternalFactor.LogRecord]>([])
+    private let records = Locked<[ExternalFactor.LogRecord]>([])
 
     /// In `parent` (which must be private: 0700) or a fresh temp dir.
     init(in parent: String? = nil, state: [String: Any] = [:]) throws {

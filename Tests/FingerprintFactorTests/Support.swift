@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
@@ -9,7 +9,7 @@ import VaultFactor
 /// Questions are not expected from the fingerprint factor: they throw.
 final class ScriptedConversation: FactorConversation, Sendable {
     let language: Language
-    private let state = Mutex<[LocalizedText]>([])
+    private let state = Locked<[LocalizedText]>([])
     private let onShow: @Sendable (LocalizedText) -> Void
 
     init(language: Language = .en, onShow: @escaping @Sendable (LocalizedText) -> Void = { _ in }) {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import VaultProtocol
 import XCTest
 #if canImport(Glibc)
@@ -74,7 +74,7 @@ final class CrashSoakTests: OIDCTestCase {
             let op = choices[Int(rng.next() % UInt64(choices.count))]
 
             let failuresBefore = lastFailures
-            let outcome = Mutex<Outcome?>(nil)
+            let outcome = Locked<Outcome?>(nil)
             let done = DispatchSemaphore(value: 0)
             let socket = v.socketPath
             let opStart = monotonicNow()

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Synchronization
 import VaultProtocol
 import XCTest
@@ -36,7 +37,7 @@ final class LoadTests: VaultdTestCase {
         let baseline = settledDescriptors(v)
 
         let clients = 200, requestsEach = 500
-        let unexpected = Mutex<[String]>([])
+        let unexpected = Locked<[String]>([])
         let answered = Atomic<Int>(0)
         let socket = v.socketPath
         // One thread per client, all released at once (concurrentPerform would
@@ -67,7 +68,7 @@ final class LoadTests: VaultdTestCase {
 
     /// One load client on its own connection: 7 in 10 releases, 2 status, 1
     /// malformed frame of a rotating kind; anything else than the right answer is noted.
-    static func loadClient(_ n: Int, socket: String, requests: Int, unexpected: borrowing Mutex<[String]>, answered: borrowing Atomic<Int>) {
+    static func loadClient(_ n: Int, socket: String, requests: Int, unexpected: Locked<[String]>, answered: borrowing Atomic<Int>) {
         func fail(_ what: String) { unexpected.withLock { if $0.count < 20 { $0.append("client \(n): \(what)") } } }
         let c: RawClient
         do { c = try RawClient(path: socket) } catch { return fail("connect: \(error)") }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import XCTest
 @testable import OIDCFactor
 import VaultFactor
@@ -295,7 +295,7 @@ final class FlowTests: XCTestCase, @unchecked Sendable {
 
     func testListenerIgnoresOtherPathsAndForeignHosts() async throws {
         let provider = bankID()
-        let results = Mutex<[Int]>([])
+        let results = Locked<[Int]>([])
         let browser = BrowserConversation { request in
             // A favicon request and a DNS-rebinding style request first: neither ends the login.
             let base = request.redirectURI.replacingOccurrences(of: "/callback", with: "")

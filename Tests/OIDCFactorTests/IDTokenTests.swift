@@ -1,5 +1,5 @@
 import JWTKit
-import Synchronization
+import Locking
 import XCTest
 @testable import OIDCFactor
 import VaultFactor
@@ -7,8 +7,8 @@ import VaultFactor
 /// Serves fixed key sets and counts fetches: `sets[0]` first, later sets on refresh.
 final class FakeKeySource: KeySource {
     private let sets: [KeySet]
-    let fetches = Mutex(0)
-    let refreshes = Mutex(0)
+    let fetches = Locked(0)
+    let refreshes = Locked(0)
 
     init(_ sets: [KeySet]) { self.sets = sets }
 

@@ -4,7 +4,7 @@ import JWTKit
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
+import Locking
 import XCTest
 @testable import OIDCFactor
 import VaultFactor
@@ -164,8 +164,8 @@ typealias StubHandler = @Sendable (StubRequest) async -> StubReply
 final class StubServer: Sendable {
     let port: Int
     private let channel: any Channel
-    private let routes = Mutex<[String: StubHandler]>([:])
-    private let log = Mutex<[StubRequest]>([])
+    private let routes = Locked<[String: StubHandler]>([:])
+    private let log = Locked<[StubRequest]>([])
 
     var base: String { "http://127.0.0.1:\(port)" }
 
@@ -212,7 +212,7 @@ final class StubServer: Sendable {
 }
 
 final class BoxRef: Sendable {
-    private let box = Mutex<StubServer?>(nil)
+    private let box = Locked<StubServer?>(nil)
     func set(_ server: StubServer) { box.withLock { $0 = server } }
     var server: StubServer? { box.withLock { $0 } }
 }
@@ -363,16 +363,16 @@ final class StubOIDC: Sendable {
 
     let server: StubServer
     let clientID = "client-1"
-    let config: Mutex<StubOIDCConfig>
-    private let codes = Mutex<[String: Pending]>([:])
-    private let refreshTokens = Mutex<Set<String>>([])
-    let jwksFetches = Mutex(0)
+    let config: Locked<StubOIDCConfig>
+    private let codes = Locked<[String: Pending]>([:])
+    private let refreshTokens = Locked<Set<String>>([])
+    let jwksFetches = Locked(0)
 
     var issuer: String { server.base }
 
     private init(server: StubServer, config: StubOIDCConfig) {
         self.server = server
-        self.config = Mutex(config)
+        self.config = Locked(config)
     }
 
     static func start(signer: TestSigner) async throws -> StubOIDC {
@@ -544,8 +544,8 @@ final class BrowserConversation: FactorConversation {
 
     let language: Language
     let action: Action
-    let opened = Mutex<[(url: String, text: LocalizedText)]>([])
-    private let task = Mutex<Task<BrowserResult?, Never>?>(nil)
+    let opened = Locked<[(url: String, text: LocalizedText)]>([])
+    private let task = Locked<Task<BrowserResult?, Never>?>(nil)
 
     init(language: Language = .en, action: @escaping Action) {
         self.language = language

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import XCTest
 @testable import OIDCFactor
 import VaultFactor
@@ -161,7 +161,7 @@ final class TransportTests: XCTestCase, @unchecked Sendable {
     }
 
     func testDiagnosticsNeverCarrySecrets() async throws {
-        let lines = Mutex<[String]>([])
+        let lines = Locked<[String]>([])
         var p = stub.profile(.bankID(.test, clientID: "x"))
         p.clientAuthentication = .clientSecretPost("the-client-secret")
         stub.update { $0.mutateIDToken = { _, c in c["nonce"] = "wrong" } }

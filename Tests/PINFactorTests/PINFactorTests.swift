@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import XCTest
 @testable import PINFactor
 import VaultFactor
@@ -6,9 +6,9 @@ import VaultFactor
 /// A conversation that answers secrets from a script and records what was shown.
 final class ScriptedConversation: FactorConversation, Sendable {
     let language: Language = .en
-    private let state: Mutex<(answers: [String?], shown: [String], asked: [String])>
+    private let state: Locked<(answers: [String?], shown: [String], asked: [String])>
 
-    init(_ answers: [String?]) { state = Mutex((answers, [], [])) }
+    init(_ answers: [String?]) { state = Locked((answers, [], [])) }
 
     var shown: [String] { state.withLock { $0.shown } }
     var asked: [String] { state.withLock { $0.asked } }

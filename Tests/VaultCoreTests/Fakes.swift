@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import Locking
 import VaultCore
 import VaultFactor
 import VaultStore
@@ -10,13 +10,13 @@ final class ScriptedClient: ClientConversation, Sendable {
     let language: Language = .en
     let isInteractive: Bool
     let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app")
-    private let state: Mutex<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
-    private let choiceState: Mutex<(choices: [String], offered: [[String]], confirmed: [String])>
+    private let state: Locked<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
+    private let choiceState: Locked<(choices: [String], offered: [[String]], confirmed: [String])>
 
     init(secrets: [String?] = [], confirms: [Bool] = [], choices: [String] = [], interactive: Bool = true) {
         self.isInteractive = interactive
-        state = Mutex((secrets, confirms, [], 0))
-        choiceState = Mutex((choices, [], []))
+        state = Locked((secrets, confirms, [], 0))
+        choiceState = Locked((choices, [], []))
     }
 
     var offeredChoices: [[String]] { choiceState.withLock { $0.offered } }
@@ -69,7 +69,7 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
         /// The national ID this provider's logins prove (nil: none).
         var nationalID: String?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     let provesNationalID: Bool
 
@@ -130,7 +130,7 @@ struct FakeDirectory: IdentityProviderDirectory {
 /// enrollment state the test controls.
 final class FakePresenceFactor: UnlockFactor, Sendable {
     enum Outcome: Sendable { case present, fail(FactorError) }
-    private let state = Mutex<(enrollment: [UInt8], outcome: Outcome, verifies: Int, available: Bool)>(([1, 2, 3], .present, 0, true))
+    private let state = Locked<(enrollment: [UInt8], outcome: Outcome, verifies: Int, available: Bool)>(([1, 2, 3], .present, 0, true))
     let descriptor = FactorDescriptor(id: "fake", displayName: LocalizedText(en: "Fake", nb: "Falsk"),
                                       rank: 10, contribution: .presenceOnly)
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The secrets-after-the-run check (docs/reliability.md): when
 /// `SESSIONVAULT_TEST_ARCHIVE` names a directory (scripts/test sets it), every
@@ -10,7 +10,7 @@ import Synchronization
 /// `scripts/scan-secrets` then looks for each of them in every archived file.
 enum SecretLedger {
     static let archive: String? = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_ARCHIVE"].flatMap { $0.isEmpty ? nil : $0 }
-    private static let lock = Mutex(())
+    private static let lock = Locked(())
 
     /// Notes a secret of `kind` (pin, token, nin) that a test gave vaultd.
     static func record(_ kind: String, _ value: String) {

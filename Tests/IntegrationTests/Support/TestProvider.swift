@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import VaultProtocol
-import Synchronization
+import Locking
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -59,7 +59,7 @@ final class TestProvider {
             request.httpBody = Data(body.serialized())
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let result = Mutex<Result<Data, any Error>?>(nil)
+        let result = Locked<Result<Data, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         URLSession.shared.dataTask(with: request) { data, _, error in
             result.withLock { $0 = error.map { .failure($0) } ?? .success(data ?? Data()) }
@@ -76,7 +76,7 @@ final class TestProvider {
         let url = try XCTUnwrap(URL(string: issuer + "/userinfo"))
         var request = URLRequest(url: url, timeoutInterval: 10)
         request.setValue("Bearer " + accessToken, forHTTPHeaderField: "Authorization")
-        let result = Mutex<(Int, Data)?>(nil)
+        let result = Locked<(Int, Data)?>(nil)
         let done = DispatchSemaphore(value: 0)
         URLSession.shared.dataTask(with: request) { data, response, _ in
             result.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()) }
