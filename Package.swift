@@ -9,6 +9,18 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
+// vaultd's release link: lld, packed relative relocations (DT_RELR, glibc ≥ 2.36:
+// 1.6 MiB of relocation entries read at every start become 0.4 MiB) and the
+// functions vaultd runs at start-up laid out together (scripts/order-symbols
+// says how the list is made, docs/benchmarks.md what it saves in idle RSS).
+let vaultdReleaseLink: [LinkerSetting] = [
+    .unsafeFlags([
+        "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/vaultd/symbol-order.txt",
+        "-Xlinker", "--no-warn-symbol-ordering",
+    ], .when(configuration: .release)),
+]
+
 let package = Package(
     name: "SessionVault",
     platforms: [.macOS(.v14)],
@@ -136,7 +148,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "TOMLKit", package: "TOMLKit"),
-        ], swiftSettings: strict),
+        ], exclude: ["symbol-order.txt"], swiftSettings: strict, linkerSettings: vaultdReleaseLink),
         .executableTarget(name: "vaultctl", dependencies: [
             "VaultClient", "VaultProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
