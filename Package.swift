@@ -10,9 +10,10 @@ import PackageDescription
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
 // vaultd's release link: lld, packed relative relocations (DT_RELR, glibc ≥ 2.36:
-// 1.6 MiB of relocation entries read at every start become 0.4 MiB) and the
-// functions vaultd runs at start-up laid out together (scripts/order-symbols
-// says how the list is made, docs/benchmarks.md what it saves in idle RSS).
+// 1.6 MiB of relocation entries read at every start become 0.4 MiB) and a
+// symbol order: the release path first, then what start-up runs, each laid out
+// together (scripts/order-symbols makes the list; docs/benchmarks.md has what
+// it saves in idle RSS and release latency).
 let vaultdReleaseLink: [LinkerSetting] = [
     .unsafeFlags([
         "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
