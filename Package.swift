@@ -88,7 +88,7 @@ let package = Package(
 
         // The Unix-socket NDJSON server in front of the broker.
         .target(name: "VaultServer", dependencies: [
-            "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
+            "CVaultShims", "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

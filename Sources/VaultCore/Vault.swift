@@ -370,9 +370,22 @@ public actor Vault {
     /// unknown or ambiguous account, which may need the person or a precise error.
     public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0,
                                            orWait waiter: () -> RefreshWaiter) -> FastRelease {
+        withoutActuallyEscaping(waiter) { release(account: account, minValid: minValid, orWait: $0) }
+    }
+
+    /// The fast path for a caller that cannot wait (the server's release lane):
+    /// the session when its token is fresh, else nil, and the request takes a
+    /// path that can wait. Nothing is joined or started.
+    public nonisolated func releaseIfFresh(account: String?, minValid: Int64 = 0) -> ReleasedSession? {
+        guard case .released(let released) = release(account: account, minValid: minValid, orWait: nil) else { return nil }
+        return released
+    }
+
+    private nonisolated func release(account: String?, minValid: Int64, orWait waiter: (() -> RefreshWaiter)?) -> FastRelease {
         let nowS = now()
         guard let (key, id, entry) = table.releasable(account, now: nowS) else { return .fullPath }
         if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) {
+            guard let waiter else { return .fullPath }
             if table.joinRefresh(id, waiter()) == .claimed {
                 Task(priority: .high) { await self.refreshForWaiters(id: id, minValid: minValid) }
             }

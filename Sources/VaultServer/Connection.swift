@@ -187,8 +187,13 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     var lastFrame = NIODeadline.now()
     var idleCheck: Scheduled<Void>?
 
-    init(router: RequestRouter) {
+    /// What the release lane read and did not serve before it handed the
+    /// connection over, and what it could not yet write.
+    var handedOver: (input: [UInt8], output: [UInt8])
+
+    init(router: RequestRouter, handedOver: (input: [UInt8], output: [UInt8]) = ([], [])) {
         self.router = router
+        self.handedOver = handedOver
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -204,6 +209,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         if router.limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(router.limits.idleTimeout)))
+        }
+        if !handedOver.output.isEmpty {
+            var buffer = channel.allocator.buffer(capacity: handedOver.output.count)
+            buffer.writeBytes(handedOver.output)
+            channel.writeAndFlush(buffer, promise: nil)
         }
         let state = self.state
         let ownUID = router.ownUID
@@ -224,7 +234,16 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             let queued = handler.pendingFrames
             handler.pendingFrames = []
             for frame in queued { handler.handle(frame, channel: channel) }
+            // Once the peer is known, so that a batch of pipelined frames the
+            // lane read is served, not held in `pendingFrames`.
+            if !handler.handedOver.input.isEmpty {
+                var buffer = channel.allocator.buffer(capacity: handler.handedOver.input.count)
+                buffer.writeBytes(handler.handedOver.input)
+                handler.handedOver.input = []
+                handler.feed(&buffer, channel: channel)
+            }
         }
+        handedOver.output = []
         context.fireChannelActive()
     }
 
@@ -265,7 +284,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if refused { return }
         var bytes = unwrapInboundIn(data)
-        let channel = context.channel
+        feed(&bytes, channel: context.channel)
+    }
+
+    func feed(_ bytes: inout ByteBuffer, channel: any Channel) {
         splitter.feed(&bytes) { frame in
             lastFrame = .now()
             if authorized {
@@ -310,17 +332,17 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 hello(request, channel: channel)
             case "answer":
                 write(answer(request), to: channel)
-            case "session" where request["account"] == nil || request["account"]?.stringValue != nil:
+            case "session":
                 // The common case, an unlocked vault with a fresh token, is answered
                 // right here on the event loop; a token that is due (or short of
                 // `min_valid`) joins its session's refresh from here too. Anything
                 // else takes the full path (locked, unknown account, malformed
                 // `min_valid`).
-                guard let minValid = RequestRouter.minValid(request) else {
+                guard let (account, minValid) = RequestRouter.fastSession(request) else {
                     serve(request, channel: channel)
                     break
                 }
-                switch router.vault.releaseIfReady(account: request["account"]?.stringValue, minValid: minValid,
+                switch router.vault.releaseIfReady(account: account, minValid: minValid,
                                                    orWait: { answerWhenRefreshed(request.id, channel: channel) }) {
                 case .released(let released):
                     answer(released, id: request.id, channel: channel)
@@ -338,7 +360,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func answer(_ released: ReleasedSession, id: JSON, channel: any Channel) {
         // Audit first: the client may exit the moment it has its answer.
-        router.auditRelease(released, state: state)
+        router.auditRelease(released, requester: state.requester)
         let answer = released.answer(id: id)
         var buffer = channel.allocator.buffer(capacity: answer.count)
         buffer.writeBytes(answer)

@@ -8,19 +8,34 @@ import VaultProtocol
 /// The open client connections, so shutdown can close them (which cancels
 /// their open questions) instead of leaving tasks waiting on a dying loop.
 final class ConnectionSet: Sendable {
-    private let open = Locked<[ObjectIdentifier: any Channel]>([:])
+    private struct Open {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        /// Connections the release lane holds (it closes them itself).
+        var lane = 0
+        var count: Int { channels.count + lane }
+    }
+    private let open = Locked(Open())
     /// Adds `c` unless `limit` connections are already open; false means refused.
     func add(_ c: any Channel, limit: Int = .max) -> Bool {
         open.withLock { open in
             guard open.count < limit else { return false }
-            open[ObjectIdentifier(c)] = c
+            open.channels[ObjectIdentifier(c)] = c
             return true
         }
     }
-    func remove(_ c: any Channel) { _ = open.withLock { $0.removeValue(forKey: ObjectIdentifier(c)) } }
+    func remove(_ c: any Channel) { _ = open.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(c)) } }
+    /// Counts one more connection in the release lane unless `limit` are open.
+    func addToLane(limit: Int) -> Bool {
+        open.withLock { open in
+            guard open.count < limit else { return false }
+            open.lane += 1
+            return true
+        }
+    }
+    func removeFromLane() { open.withLock { $0.lane -= 1 } }
     var count: Int { open.withLock { $0.count } }
     func closeAll() {
-        for c in open.withLock({ Array($0.values) }) { c.close(promise: nil) }
+        for c in open.withLock({ Array($0.channels.values) }) { c.close(promise: nil) }
     }
 }
 
@@ -88,7 +103,7 @@ struct RequestRouter: Sendable {
             }
             let released = try await vault.release(account: try optionalString(request, "account"), minValid: minValid,
                                                    conversation: conversation)
-            auditRelease(released, state: conversation.state)
+            auditRelease(released, requester: conversation.requester)
             return released.json
         case "unlock":
             let factor = try optionalString(request, "factor").map(FactorID.init(rawValue:))
@@ -170,8 +185,7 @@ struct RequestRouter: Sendable {
     /// minute per process and account, on a task: the audit write must never
     /// slow the release, and an app asking a thousand times a second must not
     /// flood the log. A new process (each `vaultctl token`) is always recorded.
-    func auditRelease(_ released: ReleasedSession, state: ConnectionState) {
-        let peer = state.requester
+    func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
         guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
         // Read /proc/PID/exe now, while the client is surely still there.
         let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
@@ -184,6 +198,19 @@ struct RequestRouter: Sendable {
 
     /// The `session` op's optional `min_valid` (seconds): 0 when absent, nil when
     /// it is not a whole number ≥ 0. Static so the event-loop fast path can read it too.
+    /// A `session` request the fast paths may answer: its account (nil for
+    /// the only one) and `min_valid`. Nil sends the request down the full
+    /// path, which has the precise error (an account that is not text, a
+    /// malformed `min_valid`).
+    static func fastSession(_ request: Request) -> (account: String?, minValid: Int64)? {
+        guard request.op == "session", let minValid = minValid(request) else { return nil }
+        switch request["account"] {
+        case .none: return (nil, minValid)
+        case .some(.string(let account)): return (account, minValid)
+        default: return nil
+        }
+    }
+
     static func minValid(_ request: Request) -> Int64? {
         guard let v = request["min_valid"], v != .null else { return 0 }
         guard let n = v.intValue, n >= 0 else { return nil }

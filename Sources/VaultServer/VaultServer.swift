@@ -45,6 +45,20 @@ public struct ConnectionLimits: Sendable {
     }
 }
 
+/// A started server: `close` stops accepting (and closes the release lane's
+/// connections); `closed` completes once it has.
+public struct Listener: Sendable {
+    let lane: ReleaseLane
+    public let closed: EventLoopFuture<Void>
+
+    init(lane: ReleaseLane, stopped: EventLoopFuture<Void>) {
+        self.lane = lane
+        self.closed = stopped
+    }
+
+    public func close() { lane.stop() }
+}
+
 /// The Unix-socket server: one per vaultd, in a 0700 directory, socket 0600,
 /// only the owning uid admitted (`SO_PEERCRED`).
 public final class VaultServer: Sendable {
@@ -66,39 +80,84 @@ public final class VaultServer: Sendable {
     /// Closes every client connection; their open questions count as cancelled.
     public func closeConnections() { router.connections.closeAll() }
 
-    /// Binds the socket (or adopts the one systemd passed, `activatedFD`); the
-    /// returned channel closes when the server stops.
-    public func start(activatedFD: CInt? = nil) async throws(ServerStartError) -> any Channel {
-        if activatedFD == nil { try Self.prepare(socketPath: socketPath) }
+    /// Binds the socket (or adopts the one systemd passed, `activatedFD`) and
+    /// starts serving: the release lane accepts every connection and answers
+    /// plain releases itself; NIO serves everything else (ReleaseLane.swift).
+    public func start(activatedFD: CInt? = nil) throws(ServerStartError) -> Listener {
+        let fd: CInt
+        if let activatedFD {
+            // systemd made the socket (SocketMode=0600, DirectoryMode=0700).
+            fd = activatedFD
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        } else {
+            try Self.prepare(socketPath: socketPath)
+            fd = try Self.listen(on: socketPath)
+        }
         let router = self.router
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            // Likewise one accept(2) per wakeup: epoll here is level-triggered, so
-            // connections still waiting wake the loop again; a burst is served
-            // one accept per turn instead of ending each turn on an EAGAIN.
-            .serverChannelOption(.maxMessagesPerRead, value: 1)
-            // Frames are small and clients mostly wait for each answer: one read
-            // per wakeup saves the extra read(2) that would only return EAGAIN.
-            .childChannelOption(.maxMessagesPerRead, value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(router: router))
-                }
-            }
-        let channel: any Channel
+        let group = self.group
+        let logger = self.logger
+        let stopped = group.next().makePromise(of: Void.self)
+        let lane: ReleaseLane
         do {
-            if let fd = activatedFD {
-                // systemd made the socket (SocketMode=0600, DirectoryMode=0700).
-                channel = try await bootstrap.withBoundSocket(fd).get()
-            } else {
-                channel = try await bootstrap.bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: false).get()
-                chmod(socketPath, 0o600)
-            }
+            lane = try ReleaseLane(listenFD: fd, router: router, logger: logger, handOff: { fd, input, output in
+                Self.adopt(fd, input: input, output: output, router: router, group: group, logger: logger)
+            }, onStop: { stopped.succeed() })
+            try lane.start()
         } catch {
-            throw .bind("\(error)")
+            close(fd)
+            throw error
         }
         logger.info("listening", metadata: ["socket": "\(socketPath)"])
-        return channel
+        return Listener(lane: lane, stopped: stopped.futureResult)
+    }
+
+    /// Serves `fd` as a NIO channel from now on, first with what the release
+    /// lane read from it and did not serve, and what it could not write.
+    static func adopt(_ fd: CInt, input: [UInt8], output: [UInt8], router: RequestRouter,
+                      group: MultiThreadedEventLoopGroup, logger: Logger) {
+        ClientBootstrap(group: group)
+            // Frames are small and clients mostly wait for each answer: one read
+            // per wakeup saves the extra read(2) that would only return EAGAIN.
+            .channelOption(.maxMessagesPerRead, value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        ConnectionHandler(router: router, handedOver: (input, output)))
+                }
+            }
+            .withConnectedSocket(fd)
+            .whenFailure { error in
+                logger.warning("a connection could not be served", metadata: ["error": "\(error)"])
+            }
+    }
+
+    /// A listening Unix socket at `path`, mode 0600, non-blocking.
+    static func listen(on path: String) throws(ServerStartError) -> CInt {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw .bind("socket: errno \(errno)") }
+        let bound = withAddress(path) { bind(fd, $0, $1) } == 0
+        guard bound, chmod(path, 0o600) == 0, Glibc.listen(fd, 256) == 0 else {
+            let reason = "\(bound ? "listen" : "bind"): errno \(errno)"
+            close(fd)
+            throw .bind(reason)
+        }
+        return fd
+    }
+
+    /// Calls `body` with `path` as a `sockaddr_un`; -1 when the path is too long.
+    static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> CInt) -> CInt {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return -1 }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
     }
 
     /// Makes the socket's directory 0700 and ours, and clears a stale socket.
@@ -125,21 +184,10 @@ public final class VaultServer: Sendable {
     }
 
     static func isAnswering(_ path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return rc == 0
+        return withAddress(path) { connect(fd, $0, $1) } == 0
     }
 }
 

@@ -279,9 +279,9 @@ struct ListenerService: Service {
     let activatedFD: CInt?
 
     func run() async throws {
-        let channel: any Channel
+        let listener: Listener
         do {
-            channel = try await server.start(activatedFD: activatedFD)
+            listener = try server.start(activatedFD: activatedFD)
         } catch {
             VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
         }
@@ -290,9 +290,9 @@ struct ListenerService: Service {
                                                 "activated": "\(activatedFD != nil)"])
         Systemd.notify("READY=1\nSTATUS=Serving \(server.socketPath)")
         try await withGracefulShutdownHandler {
-            try await channel.closeFuture.get()
+            try await listener.closed.get()
         } onGracefulShutdown: {
-            channel.close(promise: nil)
+            listener.close()
         }
         Systemd.notify("STOPPING=1")
         await vault.lock(reason: "shutdown")
