@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <pthread.h>
+#include <string.h>
 #include "vault_shims.h"
 
 int sv_set_not_dumpable(void) {
@@ -33,6 +34,8 @@ int sv_wake_create(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 int sv_accept(int listener) { return accept4(listener, 0, 0, SOCK_CLOEXEC | SOCK_NONBLOCK); }
 
 void sv_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+void sv_wipe(void *bytes, unsigned long length) { explicit_bzero(bytes, length); }
 
 int sv_peer_credentials(int fd, int *pid, unsigned int *uid) {
     struct ucred cred;

@@ -159,6 +159,9 @@ final class ReleaseLane: @unchecked Sendable {
             drop(fd)   // the client is done
             return
         }
+        // A request handed over may carry a secret (`import`'s tokens): the
+        // lane's buffer lives as long as vaultd, so it keeps no request.
+        defer { buffer.withUnsafeMutableBytes { sv_wipe($0.baseAddress, UInt(count)) } }
         let read = buffer[..<count]
         guard let answer = answer(read, requester: peer.requester) else {
             give(fd, input: Array(read), output: [])

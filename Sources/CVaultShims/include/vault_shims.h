@@ -22,6 +22,8 @@ int sv_wake_create(void);
 int sv_accept(int listener);
 /// Names the calling thread (as ps and gdb show it).
 void sv_name_thread(const char *name);
+/// explicit_bzero: zeroes `length` bytes at `bytes`, never optimized away.
+void sv_wipe(void *bytes, unsigned long length);
 /// The connecting process of a Unix socket (SO_PEERCRED).
 int sv_peer_credentials(int fd, int *pid, unsigned int *uid);
 #endif
