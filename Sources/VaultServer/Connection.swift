@@ -178,35 +178,44 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     let router: RequestRouter
     let state = ConnectionState()
-    var authorized = false
-    /// Over the connection cap: one `rate_limited` answer, then closed.
+    /// Another uid, or over the connection cap: one answer, then closed.
     var refused = false
-    var pendingFrames: [Frame] = []
     var splitter = LineSplitter()
     /// When the last complete frame arrived (partial lines do not count).
     var lastFrame = NIODeadline.now()
     var idleCheck: Scheduled<Void>?
 
-    /// What the release lane read and did not serve before it handed the
-    /// connection over, and what it could not yet write.
-    var handedOver: (input: [UInt8], output: [UInt8])
+    /// What the release lane, which accepts every connection, hands over.
+    struct HandOver: Sendable {
+        /// The peer (`SO_PEERCRED`); nil if it could not be read.
+        var peer: Requester?
+        /// What it read and did not serve.
+        var input: [UInt8] = []
+        /// What it could not yet write.
+        var output: [UInt8] = []
+    }
+    var handedOver: HandOver
 
-    init(router: RequestRouter, handedOver: (input: [UInt8], output: [UInt8]) = ([], [])) {
+    init(router: RequestRouter, handedOver: HandOver) {
         self.router = router
         self.handedOver = handedOver
     }
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
+        defer { handedOver = HandOver() }
         guard router.connections.add(channel, limit: router.limits.maxConnections) else {
-            refused = true
-            var buffer = channel.allocator.buffer(capacity: 256)
-            buffer.writeBytes(Response.failure(id: .null, error: .tooManyConnections(limit: router.limits.maxConnections),
-                                               language: .en).encoded())
-            channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
+            refuse(.tooManyConnections(limit: router.limits.maxConnections), channel: channel)
             context.fireChannelActive()
             return
         }
+        guard let peer = handedOver.peer, peer.uid == router.ownUID else {
+            // Another uid: one `forbidden`, then close. Nothing else is read.
+            refuse(VaultFailure(.forbidden), channel: channel)
+            context.fireChannelActive()
+            return
+        }
+        state.inner.withLock { $0.requester = peer }
         if router.limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(router.limits.idleTimeout)))
         }
@@ -215,36 +224,19 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             buffer.writeBytes(handedOver.output)
             channel.writeAndFlush(buffer, promise: nil)
         }
-        let state = self.state
-        let ownUID = router.ownUID
-        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        PeerCredentials.of(channel).whenComplete { result in
-            let handler = loopBound.value
-            guard case .success(let creds) = result, creds.uid == ownUID else {
-                // Another uid: one `forbidden`, then close. Nothing else is read.
-                var buffer = channel.allocator.buffer(capacity: 200)
-                buffer.writeBytes(Response.failure(id: .null, error: VaultFailure(.forbidden), language: .en).encoded())
-                channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
-                return
-            }
-            state.inner.withLock {
-                $0.requester = Requester(pid: creds.pid, uid: creds.uid)
-            }
-            handler.authorized = true
-            let queued = handler.pendingFrames
-            handler.pendingFrames = []
-            for frame in queued { handler.handle(frame, channel: channel) }
-            // Once the peer is known, so that a batch of pipelined frames the
-            // lane read is served, not held in `pendingFrames`.
-            if !handler.handedOver.input.isEmpty {
-                var buffer = channel.allocator.buffer(capacity: handler.handedOver.input.count)
-                buffer.writeBytes(handler.handedOver.input)
-                handler.handedOver.input = []
-                handler.feed(&buffer, channel: channel)
-            }
+        if !handedOver.input.isEmpty {
+            var buffer = channel.allocator.buffer(capacity: handedOver.input.count)
+            buffer.writeBytes(handedOver.input)
+            feed(&buffer, channel: channel)
         }
-        handedOver.output = []
         context.fireChannelActive()
+    }
+
+    func refuse(_ failure: VaultFailure, channel: any Channel) {
+        refused = true
+        var buffer = channel.allocator.buffer(capacity: 256)
+        buffer.writeBytes(Response.failure(id: .null, error: failure, language: .en).encoded())
+        channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Closes the connection once it has been idle for the configured time:
@@ -290,12 +282,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func feed(_ bytes: inout ByteBuffer, channel: any Channel) {
         splitter.feed(&bytes) { frame in
             lastFrame = .now()
-            if authorized {
-                handle(frame, channel: channel)
-            } else if pendingFrames.count < 64 {
-                // Frames that arrive before the peer check completes wait for it.
-                pendingFrames.append(frame)
-            }
+            handle(frame, channel: channel)
         }
     }
 

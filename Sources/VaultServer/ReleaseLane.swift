@@ -1,5 +1,6 @@
 import CVaultShims
 import Logging
+import NIOCore
 import VaultCore
 import VaultProtocol
 #if canImport(Glibc)
@@ -26,7 +27,7 @@ import Glibc
 final class ReleaseLane: @unchecked Sendable {
     // @unchecked: everything mutable below is touched only on the lane's own
     // thread; other threads only call `stop`, which writes to `wake`.
-    typealias HandOff = @Sendable (_ fd: CInt, _ input: [UInt8], _ output: [UInt8]) -> Void
+    typealias HandOff = @Sendable (_ fd: CInt, _ what: ConnectionHandler.HandOver) -> Void
 
     private struct Peer {
         var requester: Requester
@@ -129,14 +130,14 @@ final class ReleaseLane: @unchecked Sendable {
         }
         var pid: CInt = 0
         var uid: CUnsignedInt = 0
-        guard sv_peer_credentials(fd, &pid, &uid) == 0, uid == router.ownUID,
-              router.connections.addToLane(limit: router.limits.maxConnections) else {
-            // Another uid (`forbidden`) or one too many (`rate_limited`): the
-            // NIO side checks again, answers and closes.
-            handOff(fd, [], [])
+        let peer = sv_peer_credentials(fd, &pid, &uid) == 0 ? Requester(pid: pid, uid: uid) : nil
+        guard let peer, peer.uid == router.ownUID, router.connections.addToLane(limit: router.limits.maxConnections) else {
+            // Another uid or an unreadable one (`forbidden`), or one too many
+            // (`rate_limited`): the NIO side answers and closes.
+            handOff(fd, ConnectionHandler.HandOver(peer: peer))
             return
         }
-        peers[fd] = Peer(requester: Requester(pid: pid, uid: uid), lastFrame: monotonicNanoseconds())
+        peers[fd] = Peer(requester: peer, lastFrame: NIODeadline.now().uptimeNanoseconds)
         guard sv_poll_add(poll, fd) == 0 else {
             drop(fd)
             return
@@ -164,17 +165,17 @@ final class ReleaseLane: @unchecked Sendable {
         defer { buffer.withUnsafeMutableBytes { sv_wipe($0.baseAddress, UInt(count)) } }
         let read = buffer[..<count]
         guard let answer = answer(read, requester: peer.requester) else {
-            give(fd, input: Array(read), output: [])
+            give(fd, input: Array(read))
             return
         }
         let sent = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
         if sent == answer.count {
-            peers[fd]?.lastFrame = monotonicNanoseconds()
+            peers[fd]?.lastFrame = NIODeadline.now().uptimeNanoseconds
         } else if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
             drop(fd)   // gone before its answer
         } else {
             // The client is not reading: NIO writes the rest when it can.
-            give(fd, input: [], output: Array(answer[max(sent, 0)...]))
+            give(fd, output: Array(answer[max(sent, 0)...]))
         }
     }
 
@@ -193,7 +194,7 @@ final class ReleaseLane: @unchecked Sendable {
     }
 
     private func closeIdle(after timeout: UInt64) {
-        let now = monotonicNanoseconds()
+        let now = NIODeadline.now().uptimeNanoseconds
         guard now - lastSweep >= 1_000_000_000 else { return }
         lastSweep = now
         for (fd, peer) in peers where now - peer.lastFrame >= timeout { drop(fd) }
@@ -211,14 +212,9 @@ final class ReleaseLane: @unchecked Sendable {
         close(fd)
     }
 
-    private func give(_ fd: CInt, input: [UInt8], output: [UInt8]) {
+    private func give(_ fd: CInt, input: [UInt8] = [], output: [UInt8] = []) {
+        let peer = peers[fd]?.requester
         forget(fd)
-        handOff(fd, input, output)
+        handOff(fd, ConnectionHandler.HandOver(peer: peer, input: input, output: output))
     }
-}
-
-func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }

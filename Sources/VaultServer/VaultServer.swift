@@ -100,8 +100,8 @@ public final class VaultServer: Sendable {
         let stopped = group.next().makePromise(of: Void.self)
         let lane: ReleaseLane
         do {
-            lane = try ReleaseLane(listenFD: fd, router: router, logger: logger, handOff: { fd, input, output in
-                Self.adopt(fd, input: input, output: output, router: router, group: group, logger: logger)
+            lane = try ReleaseLane(listenFD: fd, router: router, logger: logger, handOff: { fd, handOver in
+                Self.adopt(fd, handOver, router: router, group: group, logger: logger)
             }, onStop: { stopped.succeed() })
             try lane.start()
         } catch {
@@ -112,9 +112,10 @@ public final class VaultServer: Sendable {
         return Listener(lane: lane, stopped: stopped.futureResult)
     }
 
-    /// Serves `fd` as a NIO channel from now on, first with what the release
-    /// lane read from it and did not serve, and what it could not write.
-    static func adopt(_ fd: CInt, input: [UInt8], output: [UInt8], router: RequestRouter,
+    /// Serves `fd` as a NIO channel from now on, with what the release lane
+    /// knows of it (its peer, what it read and did not serve, what it could
+    /// not write).
+    static func adopt(_ fd: CInt, _ handOver: ConnectionHandler.HandOver, router: RequestRouter,
                       group: MultiThreadedEventLoopGroup, logger: Logger) {
         ClientBootstrap(group: group)
             // Frames are small and clients mostly wait for each answer: one read
@@ -123,7 +124,7 @@ public final class VaultServer: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        ConnectionHandler(router: router, handedOver: (input, output)))
+                        ConnectionHandler(router: router, handedOver: handOver))
                 }
             }
             .withConnectedSocket(fd)
