@@ -63,6 +63,17 @@ public final class OIDCProvider: IdentityProvider {
     // MARK: - Login
 
     public func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin {
+        try await login(conversation, options: LoginOptions())
+    }
+
+    public var reenrollMinimumACR: String? { profile.reenrollMinimumACR }
+
+    public func meetsReenrollLevel(_ login: VerifiedLogin) -> Bool {
+        guard let minimum = profile.reenrollMinimumACR else { return true }
+        return acrSatisfies(login.acr, minimum: minimum)
+    }
+
+    public func login(_ conversation: any FactorConversation, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
         let language = conversation.language
         let metadata = try await loadMetadata()
 
@@ -83,7 +94,9 @@ public final class OIDCProvider: IdentityProvider {
 
         let outcome: Result<VerifiedLogin, VaultFailure>
         do {
-            outcome = .success(try await run(conversation, metadata: metadata, listener: listener))
+            var verified = try await run(conversation, metadata: metadata, listener: listener, options: options)
+            verified.reauthenticated = options.reauthenticate
+            outcome = .success(verified)
         } catch {
             outcome = .failure(error)
         }
@@ -103,13 +116,13 @@ public final class OIDCProvider: IdentityProvider {
     }
 
     private func run(_ conversation: any FactorConversation, metadata: ProviderMetadata,
-                     listener: LoopbackListener) async throws(VaultFailure) -> VerifiedLogin {
+                     listener: LoopbackListener, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
         let state = Randomness.token(bytes: 32)
         let nonce = Randomness.token(bytes: 32)
         let verifier = Randomness.token(bytes: 48)  // 64 characters (RFC 7636: 43…128)
         let redirectURI = listener.redirectURI
         let url = authorizationURL(metadata: metadata, redirectURI: redirectURI, state: state, nonce: nonce,
-                                   challenge: PKCE.challenge(for: verifier), language: conversation.language)
+                                   challenge: PKCE.challenge(for: verifier), language: conversation.language, options: options)
 
         do {
             try await conversation.openURL(url, Messages.openBrowserToLogIn(provider: profile.displayName))
@@ -173,7 +186,7 @@ public final class OIDCProvider: IdentityProvider {
     }
 
     func authorizationURL(metadata: ProviderMetadata, redirectURI: String, state: String, nonce: String,
-                          challenge: String, language: Language) -> String {
+                          challenge: String, language: Language, options: LoginOptions = LoginOptions()) -> String {
         var params: [(String, String)] = [
             ("response_type", "code"),
             ("client_id", profile.clientID),
@@ -185,7 +198,10 @@ public final class OIDCProvider: IdentityProvider {
             // Always explicit: Vipps defaults to `plain` without it.
             ("code_challenge_method", "S256"),
         ]
-        if let acr = profile.minimumACR { params.append(("acr_values", acr)) }
+        let acr = options.acr ?? profile.minimumACR
+        if let acr { params.append(("acr_values", acr)) }
+        // After an enrollment change: the person must authenticate again.
+        if options.reauthenticate { params.append(("prompt", "login")) }
         if profile.extraAuthorizationParameters["ui_locales"] == nil {
             params.append(("ui_locales", language == .nb ? "nb" : "en"))
         }
@@ -194,7 +210,7 @@ public final class OIDCProvider: IdentityProvider {
             "code_challenge_method", "response_mode", "request", "request_uri",
         ]
         for (name, value) in profile.extraAuthorizationParameters.sorted(by: { $0.key < $1.key })
-        where !reserved.contains(name) && !(name == "acr_values" && profile.minimumACR != nil) {
+        where !reserved.contains(name) && !(name == "acr_values" && acr != nil) && !(name == "prompt" && options.reauthenticate) {
             params.append((name, value))
         }
         let endpoint = metadata.authorizationEndpoint

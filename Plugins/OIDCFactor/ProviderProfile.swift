@@ -104,6 +104,9 @@ public struct ProviderProfile: Sendable, Equatable {
     /// When set, the login's `acr` must be at least this (by `acrOrder`; equality
     /// when either value is not in the order). Also sent as `acr_values`.
     public var minimumACR: String?
+    /// The `acr` a login must reach to set a changed fingerprint up again
+    /// (docs/key-hierarchy.md); nil = any fresh login with `prompt=login`.
+    public var reenrollMinimumACR: String?
     /// `acr` values from weakest to strongest.
     public var acrOrder: [String]
 
@@ -192,7 +195,7 @@ public struct ProviderProfile: Sendable, Equatable {
         let issuer = environment == .test
             ? "https://auth.current.bankid.no/auth/realms/current"
             : "https://auth.bankid.no/auth/realms/prod"
-        return ProviderProfile(
+        var profile = ProviderProfile(
             id: "bankid", displayName: "BankID", issuer: issuer,
             clientID: clientID, clientAuthentication: clientAuthentication,
             scopes: ["openid", "profile", "nnin_altsub"],
@@ -200,6 +203,9 @@ public struct ProviderProfile: Sendable, Equatable {
             allowedAlgorithms: [.es256],
             acrOrder: ["urn:bankid:bid;LOA=3", "urn:bankid:bid;LOA=4"],
             issuesRefreshTokens: true, alternatives: [alternative("vipps")])
+        // A changed fingerprint is set up again only after BankID on the high level.
+        profile.reenrollMinimumACR = "urn:bankid:bid;LOA=4"
+        return profile
     }
 
     /// Vipps Login: RS256; profile claims and `nin` from userinfo only; no refresh tokens.

@@ -9,6 +9,10 @@ public struct FileConfig: Codable, Sendable {
     public var data_dir: String?
     public var keyring: String?
     public var idle_timeout: Int?
+    /// Seconds after an unlock that the vault locks however busy it is (0 = never).
+    public var max_unlocked: Int?
+    /// Hours the fingerprint reopens the vault after the last PIN or login (0 = no limit).
+    public var fingerprint_max_hours: Int?
     public var prompt_timeout: Int?
     /// Seconds a client connection may sit idle before vaultd closes it (0 = never).
     public var connection_idle_timeout: Int?
@@ -53,6 +57,8 @@ public struct FileConfig: Codable, Sendable {
         public var redirect_port: Int?
         public var redirect_path: String?
         public var min_acr: String?
+        /// The `acr` a login must reach to set a changed fingerprint up again.
+        public var reenroll_min_acr: String?
         public var min_age: Int?
         public var request_timeout: Int?
         public var redirect_timeout: Int?

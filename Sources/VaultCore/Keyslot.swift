@@ -2,24 +2,40 @@ import VaultFactor
 import VaultProtocol
 import VaultStore
 
-/// A keyslot: the vault key (VK) wrapped once per enrolled factor, as LUKS does.
+/// The rows of the `keyslots` table (docs/key-hierarchy.md has the picture).
 ///
-///     KEK = BLAKE2b_DK( "sessionvault/keyslot/v1", slot id, factor,
-///                       stretched secret (Argon2id(PIN, salt) or empty),
-///                       enrollment-state digest, salt, binding )
-///     slot = XChaCha20-Poly1305(KEK, VK, ad = "sessionvault/keyslot/v1|" id "|" factor)
+/// Two kinds, told apart by their factor:
+/// - **wraps**: the vault key (VK) sealed under a key derived from the device
+///   key (DK) and, for a secret factor (the PIN), Argon2id of the secret. The
+///   `device` wrap exists exactly when no secret factor is enrolled, so there
+///   is always one wrap and, with a PIN, none that DK alone opens:
 ///
-/// Without the device key (in the keyring) *and* the factor's proof nothing
-/// opens. A changed enrollment state or binding gives a different KEK, so a
-/// stale fingerprint slot fails to open: the change is detected by the crypto,
-/// not by a comparison someone could edit in the database.
+///       KEK  = BLAKE2b_DK("sessionvault/keyslot/v1", id, factor, Argon2id(PIN, salt) or empty, empty, salt, "{}")
+///       slot = XChaCha20-Poly1305(KEK, VK, ad = "sessionvault/keyslot/v1|" id "|" factor)
+///
+/// - **records**: what a presence factor (fingerprint) was enrolled with, or
+///   which identity a login proved, with a DK-keyed MAC over it. A record holds
+///   no key: its inputs are public, so a key from them would protect nothing
+///   beyond DK. The MAC tells a changed enrollment (MAC good, facts differ)
+///   apart from an edited row (MAC bad).
 enum Keyslot {
-    static let version = 1
+    /// v2: records carry a MAC instead of a wrapped key. v1 rows are read for migration.
+    static let version = 2
+    static let legacyVersion = 1
     static let label = "sessionvault/keyslot/v1"
+    static let recordLabel = "sessionvault/keyslot-record/v2"
     static let deviceSlotID = "device"
     static let saltSize = PasswordHash.saltSize
+    /// The binding key under which a presence record keeps the enrollment digest.
+    static let digestKey = "enrollment_digest"
 
-    /// The Argon2id cost recorded beside a slot (absent for presence-only factors).
+    // MARK: Wraps
+
+    static func isWrap(_ row: KeyslotRow, secretFactors: Set<String>) -> Bool {
+        row.id == deviceSlotID || secretFactors.contains(row.factor)
+    }
+
+    /// The Argon2id cost recorded beside a secret factor's wrap.
     static func kdfJSON(_ cost: PasswordHash.Cost?) -> String {
         guard let cost else { return "{}" }
         let v: JSON = ["argon2id": ["ops": .int(Int64(cost.opsLimit)), "mem": .int(Int64(cost.memLimit))]]
@@ -45,41 +61,106 @@ enum Keyslot {
         Array("\(label)|\(id)|\(factor)".utf8)
     }
 
+    /// The slot key. v1 presence slots also mixed in an enrollment digest and a
+    /// binding; wraps have neither, so v1 and v2 wraps derive alike.
     static func kek(deviceKey: SecureBytes, id: String, factor: String, salt: [UInt8], cost: PasswordHash.Cost?,
-                    proof: FactorProof?, binding: String) throws(SodiumError) -> SecureBytes {
+                    secret: SecureBytes?, enrollmentState: [UInt8] = [], binding: String = "{}") throws(SodiumError) -> SecureBytes {
         var parts: [KeyDerivation.Part] = [.label(label), .label(id), .label(factor)]
         if let cost {
             // A secret factor without its secret must never derive a key.
-            guard let secret = proof?.contribution else { throw .malformed("missing secret contribution") }
+            guard let secret else { throw .malformed("missing secret contribution") }
             parts.append(.secret(try PasswordHash.argon2id(secret, salt: salt, cost: cost)))
         } else {
             parts.append(.bytes([]))
         }
-        parts.append(.bytes(proof?.enrollmentState ?? []))
+        parts.append(.bytes(enrollmentState))
         parts.append(.bytes(salt))
         parts.append(.label(binding))
         return try KeyDerivation.derive(key: deviceKey, parts: parts)
     }
 
-    static func make(id: String, factor: String, vaultKey: SecureBytes, deviceKey: SecureBytes,
-                     proof: FactorProof?, cost: PasswordHash.Cost?, now: Int64) throws(SodiumError) -> KeyslotRow {
+    /// A wrap of VK: the device slot (`secret` nil) or a secret factor's slot.
+    static func makeWrap(id: String, factor: String, vaultKey: SecureBytes, deviceKey: SecureBytes,
+                         secret: SecureBytes?, cost: PasswordHash.Cost?, now: Int64) throws(SodiumError) -> KeyslotRow {
         let salt = Random.bytes(saltSize)
-        let binding = bindingJSON(proof?.binding ?? [:])
-        let kek = try kek(deviceKey: deviceKey, id: id, factor: factor, salt: salt, cost: cost, proof: proof, binding: binding)
+        let kek = try kek(deviceKey: deviceKey, id: id, factor: factor, salt: salt, cost: cost, secret: secret)
         let sealed = try SecretBox.seal(vaultKey, key: kek, associatedData: associatedData(id: id, factor: factor))
         return KeyslotRow(id: id, factor: factor, version: version, salt: salt, kdf: kdfJSON(cost),
-                          binding: binding, sealedKey: sealed.bytes, createdAt: now)
+                          binding: "{}", sealedKey: sealed.bytes, createdAt: now)
     }
 
-    /// Opens a slot, or throws `.openFailed` (wrong PIN, changed enrollment,
-    /// another identity, tampering). The binding that goes into the key is the
-    /// one the factor *proves* now, never the one stored beside the slot: the
-    /// stored copy only tells `verify` what to check, so editing it opens nothing.
-    static func open(_ row: KeyslotRow, deviceKey: SecureBytes, proof: FactorProof?) throws(SodiumError) -> SecureBytes {
-        guard row.version == version else { throw .malformed("unknown keyslot version \(row.version)") }
+    static func makeDeviceWrap(vaultKey: SecureBytes, deviceKey: SecureBytes, now: Int64) throws(SodiumError) -> KeyslotRow {
+        try makeWrap(id: deviceSlotID, factor: deviceSlotID, vaultKey: vaultKey, deviceKey: deviceKey, secret: nil, cost: nil, now: now)
+    }
+
+    /// Opens a wrap, or throws `.openFailed` (wrong PIN, tampering).
+    static func openWrap(_ row: KeyslotRow, deviceKey: SecureBytes, secret: SecureBytes?) throws(SodiumError) -> SecureBytes {
+        guard row.version == version || row.version == legacyVersion else { throw .malformed("unknown keyslot version \(row.version)") }
         let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt,
-                          cost: cost(fromKDF: row.kdf), proof: proof, binding: bindingJSON(proof?.binding ?? [:]))
-        let box = try SealedBox(bytes: row.sealedKey)
-        return try SecretBox.open(box, key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
+                          cost: cost(fromKDF: row.kdf), secret: secret)
+        return try SecretBox.open(SealedBox(bytes: row.sealedKey), key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
+    }
+
+    /// Opens a v1 row that wrapped VK under DK and public facts (a login's
+    /// identity, a fingerprint's digest): only to migrate it to the v2 layout.
+    static func openLegacy(_ row: KeyslotRow, deviceKey: SecureBytes, enrollmentState: [UInt8]) throws(SodiumError) -> SecureBytes {
+        guard row.version == legacyVersion else { throw .malformed("not a v1 keyslot") }
+        let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt, cost: nil, secret: nil,
+                          enrollmentState: enrollmentState, binding: row.binding)
+        return try SecretBox.open(SealedBox(bytes: row.sealedKey), key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
+    }
+
+    // MARK: Records
+
+    /// A record of public facts (`binding`), MAC'd with DK.
+    static func makeRecord(id: String, factor: String, binding: [String: String], deviceKey: SecureBytes,
+                           now: Int64) throws(SodiumError) -> KeyslotRow {
+        let salt = Random.bytes(saltSize)
+        let text = bindingJSON(binding)
+        let tag = try recordMAC(deviceKey: deviceKey, id: id, factor: factor, binding: text, salt: salt)
+        return KeyslotRow(id: id, factor: factor, version: version, salt: salt, kdf: "{}", binding: text, sealedKey: tag, createdAt: now)
+    }
+
+    /// A presence factor's record: its binding plus the enrollment digest.
+    static func makePresenceRecord(id: String, factor: String, proof: FactorProof, deviceKey: SecureBytes,
+                                   now: Int64) throws(SodiumError) -> KeyslotRow {
+        var binding = proof.binding
+        binding[digestKey] = Digest.hex(proof.enrollmentState)
+        return try makeRecord(id: id, factor: factor, binding: binding, deviceKey: deviceKey, now: now)
+    }
+
+    enum RecordCheck: Equatable {
+        /// Written by this vault with this device key: these are its facts.
+        case intact([String: String])
+        /// Edited, written under another device key, or of a version this vaultd does not know.
+        case damaged
+    }
+
+    static func check(_ row: KeyslotRow, deviceKey: SecureBytes) -> RecordCheck {
+        guard row.version == version,
+              let tag = try? recordMAC(deviceKey: deviceKey, id: row.id, factor: row.factor, binding: row.binding, salt: row.salt),
+              Sodium.constantTimeEqual(tag, row.sealedKey) else { return .damaged }
+        return .intact(binding(fromJSON: row.binding))
+    }
+
+    /// The enrollment digest an intact presence record was made with.
+    static func digest(in binding: [String: String]) -> [UInt8]? {
+        guard let hex = binding[digestKey], hex.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(hex.count / 2)
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            out.append(byte)
+            index = next
+        }
+        return out
+    }
+
+    private static func recordMAC(deviceKey: SecureBytes, id: String, factor: String, binding: String,
+                                  salt: [UInt8]) throws(SodiumError) -> [UInt8] {
+        try KeyDerivation.derive(key: deviceKey, parts: [.label(recordLabel), .label(id), .label(factor), .label(binding), .bytes(salt)])
+            .unsafeCopyToArray()
     }
 }

@@ -46,11 +46,6 @@ extension Vault {
         slots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && slots[Vault.personSlotID] != nil)
     }
 
-    /// Providers whose login can unlock this vault.
-    var loginProvidersWithSlots: [any IdentityProvider] {
-        providers.loginProviders.filter { canUnlock($0) }
-    }
-
     public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
         guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
@@ -65,7 +60,7 @@ extension Vault {
                 nb: "Innlogging krever personen: bruk en interaktiv klient (for eksempel «vaultctl login \(id)»)."))
         }
         let login = try await runLogin(provider, conversation)
-        let released = try await adopt(login, conversation: conversation)
+        let released = try await adopt(login, from: provider, conversation: conversation)
         await offerEnrollmentAfterLogin(conversation)
         return released
     }
@@ -78,17 +73,22 @@ extension Vault {
             throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
         }
         do {
-            return try await provider.login(conversation)
+            return try await provider.login(conversation, options: loginOptions(for: provider))
         } catch {
             audit.record("login", factor: provider.id, outcome: error.code.rawValue, requester: conversation.requester)
             throw error
         }
     }
 
-    /// Takes a verified login into the vault: opens (locked) or checks
-    /// (unlocked) the provider's login slot, or creates it on the first login,
-    /// then stores the session.
-    func adopt(_ verified: VerifiedLogin, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+    /// Takes a verified login into the vault and stores its session
+    /// (docs/key-hierarchy.md, "A fresh login"). The identity record of the
+    /// provider (or the person) is checked: another identity is refused. Without
+    /// a PIN the owner's login reopens the vault through the device slot; with
+    /// one it opens nothing old: the new session is sealed for the PIN and
+    /// released at once, and the sessions saved before wait for the PIN. An
+    /// identity not seen before is recorded only while the vault is open, so a
+    /// stranger's login at a locked vault never becomes its owner's.
+    func adopt(_ verified: VerifiedLogin, from provider: any IdentityProvider, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         var login = verified
         // The member registry first: it may refuse (minimum age) before anything is stored.
         let memberClaims: [String: JSON]
@@ -104,36 +104,49 @@ extension Vault {
                 .map { Digest.hex($0.unsafeCopyToArray()) }
             login.subject = hashed ?? ""
         }
-        let (slotID, proof) = try loginSlot(for: login)
-        if let slot = slots[slotID] {
-            guard let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) else {
-                audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
-                throw VaultFailure(.loginFailed, message: LocalizedText(
-                    en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
-                    nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+        let (recordID, proof) = try loginSlot(for: login)
+        var owner = false
+        if let row = slots[recordID] {
+            switch Keyslot.check(row, deviceKey: deviceKey) {
+            case .intact(let binding):
+                guard binding == proof.binding else {
+                    audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
+                    throw VaultFailure(.loginFailed, message: LocalizedText(
+                        en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
+                        nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+                }
+                owner = true
+            case .damaged:
+                // Without a PIN this record is what lets a login reopen the vault,
+                // so a damaged one is not trusted. With a PIN it opens nothing.
+                audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
+                if !hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
             }
-            if vaultKey == nil {
-                table.setVaultKey(vk)
-                audit.record("unlock", factor: slotID, outcome: "ok", requester: conversation.requester)
+        }
+        if vaultKey == nil, owner, !hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
+            guard let vk = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil) else {
+                logger.error("the device keyslot failed to open at a login")
+                throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
-        } else {
-            guard let vk = vaultKey else {
-                throw VaultFailure(.notEnrolled, message: LocalizedText(
-                    en: "\(login.providerName) has not been used on this computer before, so it cannot unlock the vault. Use your fingerprint or PIN, or log in with the service you used first.",
-                    nb: "\(login.providerName) er ikke brukt på denne datamaskinen før, så den kan ikke låse opp hvelvet. Bruk fingeravtrykk eller PIN-kode, eller logg inn med tjenesten du brukte først."))
-            }
+            openHard(vk)
+            audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
+        } else if let vk = vaultKey, owner || slots[recordID] == nil {
+            // A login renews the soft boxes' time limit, as the PIN does.
+            softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: now())
+        }
+        if vaultKey != nil, slots[recordID] == nil || !owner {
             let row: KeyslotRow
             do {
-                row = try Keyslot.make(id: slotID, factor: "login", vaultKey: vk, deviceKey: deviceKey, proof: proof,
-                                       cost: nil, now: Int64(now()))
+                row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))
             } catch {
                 throw .internal()
             }
             try storeCall { () throws(StoreError) in try store.updateKeyslots(put: [row], delete: []) }
-            slots[slotID] = row
-            audit.record("enroll", factor: slotID, outcome: "ok", requester: conversation.requester)
+            slots[recordID] = row
+            owner = true
+            audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
-        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { strongLoginAt = now() }
         let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
         var claims = login.claims
         claims["name"] = .string(login.name)
@@ -145,11 +158,31 @@ extension Vault {
                                hasRefreshToken: login.tokens.refreshToken != nil, createdAt: Int64(now()))
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
                                    idToken: login.tokens.idToken)
-        try persist(id: id, meta: meta, secret: secret, vaultKey: vk,
+        try persist(id: id, meta: meta, secret: secret,
                     tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
-                    auditing: audit.entry("login", factor: login.provider, outcome: "ok", requester: conversation.requester))
-        enrollmentOfferPending = true
-        return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: meta)
+                    auditing: audit.entry("login", factor: login.provider, outcome: "ok",
+                                          detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
+                                          requester: conversation.requester))
+        if vaultKey == nil {
+            if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
+                await conversation.show(Messages.loggedInOthersWaitForPIN)
+            }
+        } else {
+            enrollmentOfferPending = true
+        }
+        return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: table.entry(id)?.meta ?? meta)
+    }
+
+    /// A login in this run met its provider's re-enrollment level (and was
+    /// sent with `prompt=login`): a changed fingerprint may be set up again.
+    var strongLoginMet: Bool { strongLoginAt != nil }
+
+    /// How the next login is asked for: after an enrollment change, with
+    /// `prompt=login` and the provider's re-enrollment level, so a remembered
+    /// browser cannot finish it silently.
+    func loginOptions(for provider: any IdentityProvider) -> LoginOptions {
+        let staleFactor = order.contains { id in factors[id]?.descriptor.offerAfterLogin == true && isStale(id) }
+        return staleFactor ? LoginOptions(reauthenticate: true, acr: provider.reenrollMinimumACR) : LoginOptions()
     }
 
     /// `vaultctl context ORG`: the active organization for the person behind a
@@ -170,7 +203,7 @@ extension Vault {
     /// The last resort of the unlock policy: offer the providers whose login
     /// can open this vault, and run the chosen one.
     func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
-        let candidates = loginProvidersWithSlots
+        let candidates = providers.loginProviders
         guard !candidates.isEmpty else { return .failure(failure ?? .locked(factors: lockedFactorList())) }
         let names = candidates.map(\.displayName).joined(separator: " / ")
         var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
@@ -185,8 +218,9 @@ extension Vault {
         guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {
             let login = try await runLogin(provider, conversation)
-            _ = try await adopt(login, conversation: conversation)
-            return vaultKey != nil ? .success(()) : .failure(.locked(factors: lockedFactorList()))
+            _ = try await adopt(login, from: provider, conversation: conversation)
+            return vaultKey != nil ? .success(()) : .failure(VaultFailure(.locked, message: Messages.loggedInOthersWaitForPIN,
+                                                                          extra: ["factors": .array(lockedFactorList().map { .string($0) })]))
         } catch {
             return .failure(error)
         }

@@ -110,7 +110,7 @@ extension Vault {
             // is what the store holds, which is what a rotating provider accepts.
             // The audit entry rides in the same commit: every waiting app is
             // held until it returns, and a second fsync doubled that wait.
-            try persist(id: id, meta: meta, secret: renewed, vaultKey: key, tokenForHash: newRefresh,
+            try persist(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh,
                         auditing: audit.entry("refresh", factor: provider.id, outcome: "ok",
                                               detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)]))
         } catch {

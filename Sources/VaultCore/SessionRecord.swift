@@ -19,6 +19,14 @@ public struct SessionMeta: Sendable, Equatable {
     public var refreshExpiresAt: Int64?
     public var hasRefreshToken: Bool
     public var createdAt: Int64
+    /// The secret half's write count, also in its associated data: an older
+    /// secret blob put back into the row (its version column edited to match)
+    /// disagrees with this and is refused. 0 = written before versions were kept.
+    var version: Int = 0
+    /// False for a session stored while the vault key was out of reach: its
+    /// secret half is sealed under its own record key, which is stored sealed to
+    /// the vault's public key (docs/key-hierarchy.md). It waits for the PIN.
+    var sealedForVaultKey = true
 
     public init(account: String, provider: String, issuer: String, clientID: String, subject: String, name: String,
                 claims: [String: JSON], accessExpiresAt: Int64?, refreshExpiresAt: Int64?, hasRefreshToken: Bool, createdAt: Int64) {
@@ -43,6 +51,8 @@ public struct SessionMeta: Sendable, Equatable {
         ]
         if let accessExpiresAt { o["access_expires_at"] = .int(accessExpiresAt) }
         if let refreshExpiresAt { o["refresh_expires_at"] = .int(refreshExpiresAt) }
+        if version > 0 { o["version"] = .int(Int64(version)) }
+        if !sealedForVaultKey { o["record_key"] = .bool(true) }
         return .object(o)
     }
 
@@ -56,6 +66,8 @@ public struct SessionMeta: Sendable, Equatable {
                   refreshExpiresAt: json["refresh_expires_at"]?.intValue,
                   hasRefreshToken: json["has_refresh_token"]?.boolValue ?? false,
                   createdAt: json["created_at"]?.intValue ?? 0)
+        version = json["version"]?.intValue.map { Int($0) } ?? 0
+        sealedForVaultKey = json["record_key"]?.boolValue != true
     }
 }
 
@@ -140,8 +152,14 @@ struct SessionSecret {
 
 /// Associated data binds each sealed half to its record id and version, so
 /// halves can't be swapped between rows or replayed from an older version.
+/// A session sealed under its own record key (RK) stores RK sealed to the
+/// vault's public key in front of the secret box.
 enum SessionSealing {
+    /// The version of a record's first write; each write adds one.
     static let recordVersion = 1
+    static let wrappedRecordKeySize = KeyDerivation.keySize + PublicKeyBox.overhead
+    static let vaultKeyPairLabel = "sessionvault/vault-key-pair/v1"
+    static let publicKeyMeta = "vault_public_key"
     static func metaAD(id: String) -> [UInt8] { Array("sessionvault/session-meta/v1|\(id)".utf8) }
     static func secretAD(id: String, version: Int) -> [UInt8] { Array("sessionvault/session-secret/v1|\(id)|\(version)".utf8) }
 }

@@ -14,10 +14,20 @@ final class SessionTable: Sendable {
         /// The release answer's fixed part, serialized at the record's first
         /// release (not at start-up: most of 10,000 sessions are never asked for).
         var resultTail: [UInt8]?
+        /// A session stored while the vault key was out of reach (a login while
+        /// locked, with a PIN enrolled) is sealed under its own record key; this
+        /// run keeps that key, so the session works before the PIN is given.
+        let recordKey: SecureBytes?
 
-        init(meta: SessionMeta, row: SessionRow) {
+        init(meta: SessionMeta, row: SessionRow, recordKey: SecureBytes? = nil) {
             self.meta = meta
             self.row = row
+            self.recordKey = recordKey
+        }
+
+        /// The key that opens this session's secret half now, if any.
+        func key(vaultKey: SecureBytes?) -> SecureBytes? {
+            meta.sealedForVaultKey ? vaultKey : recordKey
         }
     }
 
@@ -27,6 +37,8 @@ final class SessionTable: Sendable {
         /// account name → record id: a release is one hash lookup at any scale.
         var accountIndex: [String: String] = [:]
         var lastActivity: Double
+        /// When the vault key was last put in: `max_unlocked` counts from here.
+        var unlockedAt: Double = 0
         /// Sessions being refreshed → requests that joined from an event loop
         /// and are answered when the refresh settles.
         var refreshWaiters: [String: [Vault.RefreshWaiter]] = [:]
@@ -43,11 +55,15 @@ final class SessionTable: Sendable {
 
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
     var lastActivity: Double { state.withLock { $0.lastActivity } }
+    var unlockedAt: Double { state.withLock { $0.unlockedAt } }
     var count: Int { state.withLock { $0.entries.count } }
 
-    func setVaultKey(_ key: SecureBytes?) {
+    func setVaultKey(_ key: SecureBytes?, now: Double) {
         // The old key, if any, is released here; sodium_free wipes it.
-        state.withLock { $0.vaultKey = key }
+        state.withLock { s in
+            s.vaultKey = key
+            s.unlockedAt = now
+        }
     }
 
     /// Drops the vault key; returns whether the vault was unlocked.
@@ -134,10 +150,9 @@ final class SessionTable: Sendable {
     }
 
     /// Everything a release needs, read under the lock in one go. Nil when
-    /// the vault is locked or there is no such session.
+    /// the session's key is out of reach (locked) or there is no such session.
     func releasable(_ account: String?, now: Double) -> (key: SecureBytes, id: String, entry: Entry)? {
         state.withLock { s in
-            guard let key = s.vaultKey else { return nil }
             let id: String
             if let account {
                 guard let hit = s.accountIndex[account] else { return nil }
@@ -146,7 +161,7 @@ final class SessionTable: Sendable {
                 guard s.entries.count == 1, let only = s.entries.keys.first else { return nil }
                 id = only
             }
-            guard var entry = s.entries[id] else { return nil }
+            guard var entry = s.entries[id], let key = entry.key(vaultKey: s.vaultKey) else { return nil }
             s.lastActivity = now
             if entry.resultTail == nil {
                 entry.resultTail = ReleasedSession.tail(of: entry.meta)

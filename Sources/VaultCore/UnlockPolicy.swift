@@ -16,8 +16,17 @@ extension Vault {
         case stop(VaultFailure)
     }
 
-    /// The factors a locked client may try, for the `locked` error.
-    func lockedFactorList() -> [String] { enrolledFactors.map(\.rawValue) + loginProvidersWithSlots.map(\.id) }
+    /// The factors a locked client may try, for the `locked` error: a presence
+    /// factor only while its soft box lives, then the PIN, then every login.
+    func lockedFactorList() -> [String] { usableFactors.map(\.rawValue) + providers.loginProviders.map(\.id) }
+
+    /// Enrolled factors that can open the vault now, in policy order.
+    var usableFactors: [FactorID] {
+        enrolledFactors.filter { id in
+            guard let f = factors[id], f.descriptor.contribution == .presenceOnly else { return true }
+            return softBoxes[id] != nil || slots[id.rawValue]?.version == Keyslot.legacyVersion
+        }
+    }
 
     public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
         touch()
@@ -26,12 +35,13 @@ extension Vault {
             guard vaultKey == nil else { return }
             guard conversation.isInteractive else { throw .locked(factors: lockedFactorList()) }
             let login = try await runLogin(provider, conversation)
-            _ = try await adopt(login, conversation: conversation)
+            _ = try await adopt(login, from: provider, conversation: conversation)
             return
         }
         if let factor {
             guard factors[factor] != nil else { throw unknownFactor(factor) }
             guard slots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+            guard usableFactors.contains(factor) || vaultKey != nil else { throw softUnlockNeedsPIN(factor) }
         }
         try await ensureUnlocked(conversation, preferred: factor)
     }
@@ -55,8 +65,8 @@ extension Vault {
     func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
         if vaultKey != nil { return .success(()) }
         failedBeforeFallback = []
-        let candidates = preferred.map { [$0] } ?? enrolledFactors
-        let loginFallback = preferred == nil && !loginProvidersWithSlots.isEmpty
+        let candidates = preferred.map { [$0] } ?? usableFactors
+        let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
         var last: VaultFailure?
         for (index, id) in candidates.enumerated() {
             guard let factor = factors[id], let slot = slots[id.rawValue] else { continue }
@@ -67,7 +77,8 @@ extension Vault {
             switch await attempt(factor, slot: slot, conversation) {
             case .opened(let vk):
                 failedBeforeFallback = []
-                table.setVaultKey(vk)
+                // The PIN opens the vault for good; a presence factor only reopens it.
+                if factor.descriptor.contribution == .presenceOnly { table.setVaultKey(vk, now: now()) } else { openHard(vk) }
                 touch()
                 audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
                 return .success(())
@@ -91,13 +102,12 @@ extension Vault {
         let d = factor.descriptor
         var round = 0
         while true {
-            if let throttle = d.throttle {
+            if d.throttle != nil {
                 guard let counter = try? store.failureCounter(factor: d.id.rawValue) else {
                     return .next(.internal())
                 }
                 let wait = Int(counter.lockedUntil) - Int(now())
                 if wait > 0 { return .next(.lockedOut(retryAfter: wait, factors: lockedFactorList())) }
-                _ = throttle
             }
             let proof: FactorProof
             do {
@@ -105,6 +115,9 @@ extension Vault {
                     factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
             } catch {
                 if error == .notInteractive { return .stop(.locked(factors: lockedFactorList())) }
+                // Too many failed scans is the fingerprint fallback: after it the
+                // PIN or a login is needed once before it reopens the vault (as on phones).
+                if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
                 audit.record("unlock", factor: d.id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
                 return .next(failure(from: error))
             }
@@ -112,17 +125,23 @@ extension Vault {
             switch d.contribution {
             case .lowEntropySecret:
                 guard let throttle = d.throttle else { return .next(.internal()) }
-                // Count the attempt durably *before* checking it: killing vaultd
-                // between here and the answer must not give a free guess.
+                // Count the attempt durably *before* checking it, together with the
+                // lockout a failure brings, in one transaction: killing vaultd
+                // between here and the answer gives no free guess and no escape
+                // from the lockout. A right answer resets both.
                 let counter: FailureCounter
+                let started = Int64(now())
                 do {
-                    counter = try store.incrementFailures(factor: d.id.rawValue)
+                    counter = try store.recordAttempt(factor: d.id.rawValue) { failures in
+                        let delay = throttle.delay(afterFailures: failures)
+                        return delay > 0 ? started + Int64(delay) : 0
+                    }
                 } catch {
                     logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
                     return .next(.internal())
                 }
                 testPauseAfterCounterWrite()
-                if let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) {
+                if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: proof.contribution) {
                     try? store.resetFailures(factor: d.id.rawValue)
                     return .opened(vk)
                 }
@@ -130,9 +149,6 @@ extension Vault {
                              detail: ["failures": .int(Int64(counter.failures))], requester: conversation.requester)
                 let delay = throttle.delay(afterFailures: counter.failures)
                 if delay > 0 {
-                    var locked = counter
-                    locked.lockedUntil = Int64(now()) + Int64(delay)
-                    try? store.setFailureCounter(locked)
                     audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
                                  detail: ["seconds": .int(Int64(delay)), "failures": .int(Int64(counter.failures))],
                                  requester: conversation.requester)
@@ -141,21 +157,87 @@ extension Vault {
                 // Wrong, but free tries remain: say so and ask again.
                 await conversation.show(Messages.noMatch(attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures)))
             case .presenceOnly:
-                if let vk = try? Keyslot.open(slot, deviceKey: deviceKey, proof: proof) { return .opened(vk) }
-                // The factor says the person is present, yet the slot won't open:
-                // the enrollment changed (or the slot was tampered with). Either way
-                // the slot is dead; remove it and move on.
-                try? store.updateKeyslots(put: [], delete: [slot.id])
-                slots[slot.id] = nil
-                try? store.setMeta("stale:\(slot.id)", [1])
-                audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "slot_removed", requester: conversation.requester)
-                if d.id == .fingerprint { return .next(VaultFailure(.enrollmentChanged)) }
-                let name = d.displayName
-                return .next(VaultFailure(.enrollmentChanged, message: LocalizedText(
-                    en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
-                    nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen.")))
+                return presenceOutcome(factor, record: slot, proof: proof, conversation)
             }
         }
+    }
+
+    /// A presence factor said the person is there: its proof opens the soft box
+    /// when the enrollment is the one on record. A record whose MAC fails was
+    /// edited or is of another version: kept, not used, and said so. A good
+    /// record with another digest is an enrollment change: the record and the
+    /// soft box go, and the person goes to BankID/Vipps. Never a key slot is
+    /// deleted here: the vault key's own slot is the device or PIN wrap.
+    func presenceOutcome(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
+                         _ conversation: any ClientConversation) -> Attempt {
+        let d = factor.descriptor
+        if record.version == Keyslot.legacyVersion {
+            return migrateLegacyPresence(factor, record: record, proof: proof, conversation)
+        }
+        guard case .intact(let binding) = Keyslot.check(record, deviceKey: deviceKey), let digest = Keyslot.digest(in: binding) else {
+            audit.record("unlock", factor: d.id.rawValue, outcome: "record_damaged", requester: conversation.requester)
+            return .next(VaultFailure(.factorUnavailable, message: Messages.factorRecordDamaged(d.displayName)))
+        }
+        guard Sodium.constantTimeEqual(digest, proof.enrollmentState) else {
+            enrollmentChanged(d, conversation)
+            return .next(enrollmentChangedFailure(d))
+        }
+        guard let vk = liveSoftBox(d.id)?.open(factor: d.id, digest: proof.enrollmentState) else {
+            return .next(softUnlockNeedsPIN(d.id))
+        }
+        return .opened(vk)
+    }
+
+    func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {
+        do {
+            try store.updateKeyslots(put: [], delete: [d.id.rawValue])
+            try store.setMeta("stale:\(d.id.rawValue)", [1])
+        } catch {
+            logger.error("could not clear a stale enrollment record", metadata: ["error": "\(error)"])
+        }
+        slots[d.id.rawValue] = nil
+        softBoxes[d.id] = nil
+        audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "record_removed", requester: conversation.requester)
+    }
+
+    func enrollmentChangedFailure(_ d: FactorDescriptor) -> VaultFailure {
+        if d.id == .fingerprint { return VaultFailure(.enrollmentChanged) }
+        let name = d.displayName
+        return VaultFailure(.enrollmentChanged, message: LocalizedText(
+            en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
+            nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen."))
+    }
+
+    /// A v1 slot (fingerprint-only vault, no other way in): it still wraps VK
+    /// under DK and the digest. Its first match moves the vault to v2: a device
+    /// wrap and a record, in one transaction.
+    func migrateLegacyPresence(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
+                               _ conversation: any ClientConversation) -> Attempt {
+        let d = factor.descriptor
+        guard let vk = try? Keyslot.openLegacy(record, deviceKey: deviceKey, enrollmentState: proof.enrollmentState) else {
+            enrollmentChanged(d, conversation)
+            return .next(enrollmentChangedFailure(d))
+        }
+        do {
+            let t = Int64(now())
+            let rows = [try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: t),
+                        try Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: t)]
+            try store.updateKeyslots(put: rows, delete: [])
+            for row in rows { slots[row.id] = row }
+        } catch {
+            logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
+        }
+        return .opened(vk)
+    }
+
+    func softUnlockNeedsPIN(_ id: FactorID) -> VaultFailure {
+        let name = factors[id]?.descriptor.displayName ?? LocalizedText(en: id.rawValue, nb: id.rawValue)
+        return VaultFailure(.locked, message: hasSecretFactor
+            ? LocalizedText(en: "Enter your PIN once; after that \(name.en) opens the vault again.",
+                            nb: "Skriv inn PIN-koden én gang; etter det åpner \(name.nb) hvelvet igjen.")
+            : LocalizedText(en: "Log in with BankID or Vipps once; after that \(name.en) opens the vault again.",
+                            nb: "Logg inn med BankID eller Vipps én gang; etter det åpner \(name.nb) hvelvet igjen."),
+            extra: ["factors": .array(lockedFactorList().map { .string($0) })])
     }
 
     func failure(from error: FactorError) -> VaultFailure {
@@ -196,13 +278,21 @@ extension Vault {
 
     // MARK: - Enroll, disable
 
-    /// Sets a factor up (or again, replacing its slot). Needs the vault unlocked:
-    /// the new slot wraps the same vault key.
+    /// Sets a factor up (or again, replacing its slot). Needs the vault unlocked.
+    /// A PIN gets a wrap of the vault key and replaces the device slot in the same
+    /// transaction; a presence factor gets a record of its enrollment and a soft
+    /// box. Setting up a presence factor again after its enrollment changed needs
+    /// a strong login in this run (`reenrollNeedsStrongLogin`).
     public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
         touch()
         guard let factor = factors[id] else { throw unknownFactor(id) }
         if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
         try await ensureUnlocked(conversation, preferred: nil)
+        let d = factor.descriptor
+        if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
+            audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
+            throw VaultFailure(.notEnrolled, message: Messages.reenrollNeedsStrongLogin)
+        }
         let proof: FactorProof
         do {
             proof = try await factor.enroll(conversation)
@@ -211,32 +301,46 @@ extension Vault {
             throw failure(from: error)
         }
         guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
-        let cost: PasswordHash.Cost? = factor.descriptor.contribution == .lowEntropySecret ? config.pinCost : nil
         let row: KeyslotRow
         do {
-            row = try Keyslot.make(id: id.rawValue, factor: id.rawValue, vaultKey: vk, deviceKey: deviceKey,
-                                   proof: proof, cost: cost, now: Int64(now()))
+            if d.contribution == .lowEntropySecret {
+                guard let secret = proof.contribution else { throw SodiumError.malformed("missing secret contribution") }
+                row = try Keyslot.makeWrap(id: id.rawValue, factor: id.rawValue, vaultKey: vk, deviceKey: deviceKey,
+                                           secret: secret, cost: config.pinCost, now: Int64(now()))
+            } else {
+                row = try Keyslot.makePresenceRecord(id: id.rawValue, factor: id.rawValue, proof: proof, deviceKey: deviceKey, now: Int64(now()))
+            }
         } catch {
             logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
             throw .internal()
         }
-        // The first real factor replaces the device-only slot, in one transaction.
+        // A PIN replaces the device slot in one transaction: from here on no
+        // slot that the device key alone opens exists (the at-rest rule).
+        let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
         try storeCall { () throws(StoreError) in
-            try store.updateKeyslots(put: [row], delete: [Keyslot.deviceSlotID])
+            try store.updateKeyslots(put: [row], delete: replaced)
             try store.resetFailures(factor: id.rawValue)
             if try store.meta("stale:\(id.rawValue)") != nil { try store.setMeta("stale:\(id.rawValue)", []) }
         }
-        slots[Keyslot.deviceSlotID] = nil
+        for gone in replaced { slots[gone] = nil }
         slots[id.rawValue] = row
+        if d.contribution == .presenceOnly {
+            softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
+        }
         audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-        await conversation.show(LocalizedText(en: "\(factor.descriptor.displayName.en) is set up.",
-                                              nb: "\(factor.descriptor.displayName.nb) er satt opp."))
+        await conversation.show(LocalizedText(en: "\(d.displayName.en) is set up.", nb: "\(d.displayName.nb) er satt opp."))
         return await status(of: factor)
     }
 
+    func isStale(_ id: FactorID) -> Bool {
+        guard let stale = try? store.meta("stale:\(id.rawValue)") else { return false }
+        return !stale.isEmpty
+    }
+
     /// Destroys a factor's slot. Needs presence (an unlocked vault) and a
-    /// confirmation. Removing the last factor puts the device-only slot back, so
-    /// the sessions stay reachable.
+    /// confirmation. Removing the last secret factor puts the device slot back
+    /// in the same transaction, so there is always exactly one wrap of the vault
+    /// key and the sessions stay reachable.
     public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
         touch()
         guard let factor = factors[id] else { throw unknownFactor(id) }
@@ -261,11 +365,10 @@ extension Vault {
         }
         guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
         var put: [KeyslotRow] = []
-        let remainingLocal = slots.keys.filter { $0 != id.rawValue && $0 != Keyslot.deviceSlotID && !$0.hasPrefix(Vault.loginSlotPrefix) }
-        if remainingLocal.isEmpty {
+        let otherWraps = slots.values.filter { $0.id != id.rawValue && Keyslot.isWrap($0, secretFactors: secretFactors) }
+        if otherWraps.isEmpty {
             do {
-                put.append(try Keyslot.make(id: Keyslot.deviceSlotID, factor: Keyslot.deviceSlotID, vaultKey: vk,
-                                            deviceKey: deviceKey, proof: nil, cost: nil, now: Int64(now())))
+                put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now())))
             } catch {
                 throw .internal()
             }
@@ -276,6 +379,7 @@ extension Vault {
             try store.resetFailures(factor: id.rawValue)
         }
         slots[id.rawValue] = nil
+        softBoxes[id] = nil
         for row in put { slots[row.id] = row }
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         return await status(of: factor)

@@ -149,6 +149,17 @@ public actor Vault {
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
+    /// Presence factors' soft boxes: how the fingerprint reopens the vault while
+    /// vaultd runs (SoftUnlock.swift). Never on disk.
+    var softBoxes: [FactorID: SoftUnlock] = [:]
+    /// The vault's public key: a session stored while the vault key is out of
+    /// reach is sealed for it (docs/key-hierarchy.md). Nil on a vault nobody can open.
+    var vaultPublicKey: [UInt8]?
+    /// When a login that met its provider's re-enrollment level last finished in
+    /// this run: setting a changed fingerprint up again needs one.
+    var strongLoginAt: Double?
+    /// Factors whose proof is a secret (the PIN): their slots wrap the vault key.
+    nonisolated let secretFactors: Set<String>
 
     /// Opens (or creates) the vault on a store with the device key.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
@@ -164,26 +175,41 @@ public actor Vault {
         for f in factors { byID[f.descriptor.id] = f }
         self.factors = byID
         self.order = factors.sorted { $0.descriptor.rank < $1.descriptor.rank }.map { $0.descriptor.id }
+        self.secretFactors = Set(factors.filter { $0.descriptor.contribution == .lowEntropySecret }.map { $0.descriptor.id.rawValue })
         do {
             self.metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
         } catch {
             throw .crypto("\(error)")
         }
-        let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, logger: logger)
+        let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
         self.slots = opened.slots
-        self.table = SessionTable(vaultKey: opened.vaultKey, entries: opened.entries, now: Date().timeIntervalSince1970)
+        self.vaultPublicKey = opened.publicKey
+        let started = Date().timeIntervalSince1970
+        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
+        // The device slot (no PIN) opened at start. With a presence factor set up,
+        // the vault key goes only into its soft box: the vault starts locked and a
+        // scan opens it. With none, the vault is simply open.
+        if let vk = opened.vaultKey {
+            softBoxes = Vault.softBoxes(for: byID, slots: opened.slots, vaultKey: vk, deviceKey: deviceKey, since: started)
+            if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
+        }
     }
 
     private struct Opened {
         var slots: [String: KeyslotRow]
         var vaultKey: SecureBytes?
+        var publicKey: [UInt8]?
         var entries: [String: SessionTable.Entry]
     }
 
     /// Checks the device key against the store, creates a fresh vault on an empty
-    /// store, opens the device slot when no factor is enrolled, loads session metadata.
-    private static func openStore(store: VaultStore, deviceKey: SecureBytes, metaKey: SecureBytes, logger: Logger) throws(VaultStartupError) -> Opened {
+    /// store, migrates v1 keyslots, opens the device slot when there is one, and
+    /// loads session metadata. A store whose sessions no slot can open is left as
+    /// it is: never a new vault key over sealed sessions (`vaultctl reset` is the
+    /// one explicit way to start over).
+    private static func openStore(store: VaultStore, deviceKey: SecureBytes, metaKey: SecureBytes, secretFactors: Set<String>,
+                                  logger: Logger) throws(VaultStartupError) -> Opened {
         func storeFailure(_ e: StoreError) -> VaultStartupError { .store(Messages.storeUnreadable, detail: "\(e)") }
         do {
             let check = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/device-key-check/v1")]).unsafeCopyToArray()
@@ -194,23 +220,33 @@ public actor Vault {
             }
             var slots: [String: KeyslotRow] = [:]
             for row in try store.keyslots() { slots[row.id] = row }
+            let rows = try store.sessions()
             var vaultKey: SecureBytes?
             let now = Int64(Date().timeIntervalSince1970)
-            if slots.isEmpty {
+            if slots.isEmpty && rows.isEmpty {
                 // A fresh vault: no factor yet, so the device key alone guards it
                 // (the seeds' "standard session token resumption" without biometrics).
                 let vk = try SecureBytes.random(count: 32)
-                let device = try Keyslot.make(id: Keyslot.deviceSlotID, factor: Keyslot.deviceSlotID, vaultKey: vk,
-                                              deviceKey: deviceKey, proof: nil, cost: nil, now: now)
+                let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
                 try store.updateKeyslots(put: [device], delete: [])
                 slots[device.id] = device
                 vaultKey = vk
                 logger.info("created a new vault")
-            } else if let device = slots[Keyslot.deviceSlotID] {
-                vaultKey = try Keyslot.open(device, deviceKey: deviceKey, proof: nil)
+            } else {
+                vaultKey = try migrateLegacySlots(&slots, store: store, deviceKey: deviceKey, secretFactors: secretFactors, logger: logger)
+                if vaultKey == nil, let device = slots[Keyslot.deviceSlotID] {
+                    // A device slot that fails to open (edited, or another vault's) is
+                    // kept: deleting it could leave sessions nobody can open.
+                    vaultKey = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+                    if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
+                }
             }
+            if !slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) {
+                logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
+            }
+            let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store) } ?? store.meta(SessionSealing.publicKeyMeta)
             var entries: [String: SessionTable.Entry] = [:]
-            for row in try store.sessions() {
+            for row in rows {
                 // A temporary buffer, not guarded memory: metadata is not a token,
                 // and one mmap + mlock per record made start-up slow at 10,000 sessions.
                 guard let box = try? SealedBox(bytes: row.sealedMeta),
@@ -221,7 +257,7 @@ public actor Vault {
                 }
                 entries[row.id] = SessionTable.Entry(meta: meta, row: row)
             }
-            return Opened(slots: slots, vaultKey: vaultKey, entries: entries)
+            return Opened(slots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
         } catch let e as VaultStartupError {
             throw e
         } catch let e as StoreError {
@@ -251,17 +287,30 @@ public actor Vault {
         }
     }
 
-    /// Called periodically by the daemon.
+    /// Called periodically by the daemon: the idle timeout (restarted by every
+    /// request), `max_unlocked` (counted from the unlock, however busy the vault
+    /// is, as gpg-agent's max-cache-ttl), and the soft boxes' own limit.
     public func lockIfIdle() {
-        guard config.idleTimeout > 0, vaultKey != nil, !guardedByDeviceKeyOnly else { return }
-        if now() - table.lastActivity >= Double(config.idleTimeout) { lock(reason: "idle") }
+        for id in softBoxes.keys { _ = liveSoftBox(id) }
+        guard vaultKey != nil, !guardedByDeviceKeyOnly else { return }
+        let t = now()
+        if config.idleTimeout > 0, t - table.lastActivity >= Double(config.idleTimeout) {
+            lock(reason: "idle")
+        } else if config.maxUnlocked > 0, t - table.unlockedAt >= Double(config.maxUnlocked) {
+            lock(reason: "max_unlocked")
+        }
     }
 
     /// A vault with no local factor (fingerprint, PIN, …) enrolled is guarded by
     /// the device key alone and re-opens by itself at start: the seeds'
     /// "standard session token resumption". Locking it would only hide
-    /// sessions for no gain. Login slots don't count: they are the fallback.
-    var guardedByDeviceKeyOnly: Bool { slots[Keyslot.deviceSlotID] != nil }
+    /// sessions for no gain. Login records don't count: they are the fallback.
+    var guardedByDeviceKeyOnly: Bool {
+        slots[Keyslot.deviceSlotID] != nil && !order.contains { slots[$0.rawValue] != nil }
+    }
+
+    /// A PIN (any secret factor) is enrolled: then it alone opens the vault key at rest.
+    var hasSecretFactor: Bool { slots.values.contains { secretFactors.contains($0.factor) } }
 
     /// Factors with a slot, in policy order.
     var enrolledFactors: [FactorID] { order.filter { slots[$0.rawValue] != nil } }
@@ -304,8 +353,31 @@ public actor Vault {
                     nb: "\(name.nb) er sperret — prøv igjen om \(Messages.duration(wait, .nb))"), retryAfter: wait)
             }
         }
+        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], Keyslot.check(row, deviceKey: deviceKey) == .damaged,
+           row.version != Keyslot.legacyVersion {
+            return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
+        }
+        if d.contribution == .presenceOnly, liveSoftBox(d.id) == nil {
+            // A soft unlock: after a restart, its time limit or a fallback, the PIN
+            // (or a login) is needed once before it works again.
+            return FactorStatus(factor: d.id, state: .enabled, label: hasSecretFactor
+                ? LocalizedText(en: "\(name.en) enabled — enter your PIN once to use it",
+                                nb: "\(name.nb) er slått på — skriv inn PIN-koden én gang for å bruke den")
+                : LocalizedText(en: "\(name.en) enabled — log in once to use it",
+                                nb: "\(name.nb) er slått på — logg inn én gang for å bruke den"))
+        }
         return FactorStatus(factor: d.id, state: .enabled,
                             label: LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på"))
+    }
+
+    /// One sentence on what guards the sessions at rest, when it is only the
+    /// device key (no PIN): the threat model's "fingerprint without a PIN".
+    public func atRestWarning() -> LocalizedText? {
+        guard !hasSecretFactor else { return nil }
+        if order.contains(where: { slots[$0.rawValue] != nil }) {
+            return Messages.fingerprintWithoutPIN
+        }
+        return nil
     }
 
     public struct AccountInfo: Sendable {
@@ -315,13 +387,18 @@ public actor Vault {
         public var tokenHash: String
         public var accessExpiresAt: Int64?
         public var hasRefreshToken: Bool
+        /// Its secrets are sealed under the vault key, which is not open now:
+        /// `waiting` says, in words, what opens it.
+        public var waiting: LocalizedText?
     }
 
     public func accounts() -> [AccountInfo] {
-        table.allEntries().values.map { e in
+        let vk = vaultKey
+        let waiting = hasSecretFactor ? Messages.sessionWaitsForPIN : Messages.sessionWaitsForUnlock
+        return table.allEntries().values.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
-                        hasRefreshToken: e.meta.hasRefreshToken)
+                        hasRefreshToken: e.meta.hasRefreshToken, waiting: e.key(vaultKey: vk) == nil ? waiting : nil)
         }.sorted { $0.account < $1.account }
     }
 
@@ -333,13 +410,20 @@ public actor Vault {
     /// `min_valid_period`), so a caller can ask for a token that outlives its job.
     public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
-        _ = try table.pick(account)
-        try await ensureUnlocked(conversation, preferred: nil)
+        if table.entry(try table.pick(account))?.key(vaultKey: vaultKey) == nil {
+            do {
+                try await ensureUnlocked(conversation, preferred: nil)
+            } catch {
+                // A login during the unlock may have brought this account a new
+                // session of its own, while the vault key waits for the PIN.
+                guard table.entry(try table.pick(account))?.key(vaultKey: vaultKey) != nil else { throw error }
+            }
+        }
         // Re-resolve: the state may have changed while we waited for the person.
         let id = try table.pick(account)
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
-        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
-        let released = try await freshSession(id: id, entry: entry, key: vk, minValid: minValid)
+        guard let key = entry.key(vaultKey: vaultKey) else { throw .locked(factors: lockedFactorList()) }
+        let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
         await offerPendingReenrollment(conversation)
         return released
     }
@@ -412,8 +496,13 @@ public actor Vault {
     /// the full path.
     nonisolated func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
                                    reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
-        let box = try SealedBox(bytes: entry.row.sealedSecret)
-        return try SecretBox.withOpened(box, key: key, associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion), read)
+        // The version column must be the one the metadata recorded: an older
+        // secret blob put back with its old version in the column is refused.
+        guard entry.meta.version == 0 || entry.meta.version == entry.row.recordVersion else { throw SodiumError.openFailed }
+        let sealed = entry.meta.sealedForVaultKey ? entry.row.sealedSecret
+            : Array(entry.row.sealedSecret.dropFirst(SessionSealing.wrappedRecordKeySize))
+        return try SecretBox.withOpened(SealedBox(bytes: sealed), key: key,
+                                        associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion), read)
     }
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
@@ -433,7 +522,6 @@ public actor Vault {
                                             nb: "En klient-ID trengs for å importere en økt."))
         }
         try await ensureUnlocked(conversation, preferred: nil)
-        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
         let account = request.account ?? host
         let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
         let nowS = Int64(now())
@@ -442,25 +530,37 @@ public actor Vault {
                                claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
                                hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
         let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
-        try persist(id: id, meta: meta, secret: secret, vaultKey: vk, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
+        try persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
                     auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester))
         return meta
     }
 
-    /// Seals and stores a session durably. `auditing`, when given, is written
-    /// in the same transaction: one commit for the change and its record.
-    func persist(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes, tokenForHash: String,
+    /// Seals and stores a session durably: under the vault key, or, while it is
+    /// out of reach, under the session's record key (sealed for the PIN:
+    /// `sealSecret`). Each write counts up the record's version, which is in the
+    /// secret's associated data and in the metadata, so an older blob put back
+    /// is refused. `auditing`, when given, is written in the same transaction:
+    /// one commit for the change and its record.
+    func persist(id: String, meta input: SessionMeta, secret: SessionSecret, tokenForHash: String,
                  auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
         var plain = secret.serialized()
         defer { Sodium.wipe(&plain) }
+        let existing = table.entry(id)
         let row: SessionRow
+        var meta = input
+        let recordKey: SecureBytes?
         do {
+            meta.version = (existing?.row.recordVersion ?? 0) + 1
+            let sealed = try sealSecret(plain, id: id, version: meta.version, existing: existing)
+            recordKey = sealed.recordKey
+            meta.sealedForVaultKey = recordKey == nil
             let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
-            let sealedSecret = try SecretBox.seal(plain, key: vk, associatedData: SessionSealing.secretAD(id: id, version: SessionSealing.recordVersion))
             let nowS = Int64(now())
             row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
-                             sealedMeta: sealedMeta.bytes, sealedSecret: sealedSecret.bytes,
-                             recordVersion: SessionSealing.recordVersion, createdAt: table.entry(id)?.row.createdAt ?? nowS, updatedAt: nowS)
+                             sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
+                             recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
+        } catch let failure as VaultFailure {
+            throw failure
         } catch {
             logger.error("sealing a session failed", metadata: ["error": "\(error)"])
             throw .internal()
@@ -471,7 +571,7 @@ public actor Vault {
         } else {
             try storeCall { () throws(StoreError) in try store.putSession(row) }
         }
-        table.put(id, SessionTable.Entry(meta: meta, row: row))
+        table.put(id, SessionTable.Entry(meta: meta, row: row, recordKey: recordKey))
     }
 
     public struct LogoutResult: Sendable {
@@ -490,7 +590,7 @@ public actor Vault {
         updated.updatedAt = Int64(now())
         let final = updated
         try storeCall { () throws(StoreError) in try store.putSession(final) }
-        table.put(id, SessionTable.Entry(meta: meta, row: final))
+        table.put(id, SessionTable.Entry(meta: meta, row: final, recordKey: table.entry(id)?.recordKey))
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their

@@ -8,9 +8,18 @@ public struct VaultConfig: Sendable {
     public var pinCost: PasswordHash.Cost
     /// Seconds a client gets to answer one prompt.
     public var promptTimeout: Int
+    /// Lock this long after the vault was opened, however busy it is (gpg-agent's
+    /// max-cache-ttl); 0 = never.
+    public var maxUnlocked: Int
+    /// A presence factor (the fingerprint) reopens the vault for this long after
+    /// the last PIN or login; then the PIN or a login is needed once. 0 = no limit.
+    public var fingerprintMaxAge: Int
 
-    public init(idleTimeout: Int = 900, pinCost: PasswordHash.Cost = .interactive, promptTimeout: Int = 120) {
+    public init(idleTimeout: Int = 900, pinCost: PasswordHash.Cost = .interactive, promptTimeout: Int = 120,
+                maxUnlocked: Int = 12 * 3600, fingerprintMaxAge: Int = 48 * 3600) {
         self.idleTimeout = idleTimeout
+        self.maxUnlocked = maxUnlocked
+        self.fingerprintMaxAge = fingerprintMaxAge
         var cost = pinCost
         cost.memLimit = max(cost.memLimit, PasswordHash.Cost.minimumMemory)
         self.pinCost = cost

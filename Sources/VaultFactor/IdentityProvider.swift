@@ -22,6 +22,17 @@ public protocol IdentityProvider: Sendable {
     /// with the provider's sentence; after any error nothing is pending.
     func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin
 
+    /// The same, asked for as `options` says (`prompt=login`, an `acr` level).
+    /// A provider that sets `VerifiedLogin.reauthenticated` must have sent them.
+    func login(_ conversation: any FactorConversation, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin
+
+    /// The `acr` a login must reach to set a changed fingerprint up again
+    /// (BankID: `urn:bankid:bid;LOA=4`); nil = any fresh login.
+    var reenrollMinimumACR: String? { get }
+
+    /// Whether `login` reached `reenrollMinimumACR`.
+    func meetsReenrollLevel(_ login: VerifiedLogin) -> Bool
+
     /// Uses a refresh token. `invalid_grant` → `session_expired`. A rotated
     /// refresh token comes back in the grant; the caller stores it before
     /// anyone sees the new access token.
@@ -34,6 +45,28 @@ public protocol IdentityProvider: Sendable {
 
 extension IdentityProvider {
     public var provesNationalID: Bool { false }
+    public var reenrollMinimumACR: String? { nil }
+    public func login(_ conversation: any FactorConversation, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
+        try await login(conversation)
+    }
+    public func meetsReenrollLevel(_ login: VerifiedLogin) -> Bool {
+        guard let minimum = reenrollMinimumACR else { return true }
+        return login.acr == minimum
+    }
+}
+
+/// How a login is asked for.
+public struct LoginOptions: Sendable, Equatable {
+    /// Send `prompt=login`: the person must authenticate again, a remembered
+    /// browser session cannot finish the login silently.
+    public var reauthenticate: Bool
+    /// Ask for this `acr` (`acr_values`), over the provider's usual minimum.
+    public var acr: String?
+
+    public init(reauthenticate: Bool = false, acr: String? = nil) {
+        self.reauthenticate = reauthenticate
+        self.acr = acr
+    }
 }
 
 /// A login the provider verified.
@@ -53,6 +86,8 @@ public struct VerifiedLogin: Sendable {
     public var nationalID: SecureBytes?
     /// The authentication context class, e.g. `urn:bankid:bid;LOA=4`.
     public var acr: String?
+    /// The login was asked for with `prompt=login` (`LoginOptions.reauthenticate`).
+    public var reauthenticated = false
     public var tokens: TokenGrant
 
     public init(provider: String, providerName: String, issuer: String, clientID: String, subject: String, name: String,

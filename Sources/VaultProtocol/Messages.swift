@@ -74,6 +74,45 @@ public enum Messages {
         en: "The vault is locked and no unlock method is set up here. Log in with BankID or Vipps.",
         nb: "Hvelvet er låst, og ingen opplåsingsmåte er satt opp her. Logg inn med BankID eller Vipps.")
 
+    // MARK: The at-rest rule (docs/key-hierarchy.md)
+
+    public static let fingerprintWithoutPIN = LocalizedText(
+        en: "Fingerprint login is on but no PIN is set, so anyone with a copy of your files and your keyring can open your sessions; set up a PIN with “vaultctl enroll pin” to protect them.",
+        nb: "Fingeravtrykk er slått på, men ingen PIN-kode er satt, så den som har en kopi av filene og nøkkelringen din, kan åpne øktene dine; sett opp en PIN-kode med «vaultctl enroll pin» for å beskytte dem.")
+
+    public static let sessionWaitsForPIN = LocalizedText(
+        en: "Waits for your PIN: enter it (vaultctl unlock) to use this session again.",
+        nb: "Venter på PIN-koden din: skriv den inn (vaultctl unlock) for å bruke denne økten igjen.")
+
+    public static let sessionWaitsForUnlock = LocalizedText(
+        en: "Waits for you to unlock the vault (vaultctl unlock).",
+        nb: "Venter på at du låser opp hvelvet (vaultctl unlock).")
+
+    /// After a login while locked with a PIN: the new session works, the older ones wait.
+    public static let loggedInOthersWaitForPIN = LocalizedText(
+        en: "You are logged in. Sessions saved before wait for your PIN: enter it to use them too.",
+        nb: "Du er logget inn. Økter som ble lagret før, venter på PIN-koden din: skriv den inn for å bruke dem også.")
+
+    public static func factorRecordDamaged(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(
+            en: "\(name.en) setup was changed by something other than SessionVault, so it is not used. Use your PIN or log in with BankID or Vipps, then set \(name.en) up again.",
+            nb: "Oppsettet for \(name.nb) ble endret av noe annet enn SessionVault og brukes derfor ikke. Bruk PIN-koden eller logg inn med BankID eller Vipps, og sett opp \(name.nb) igjen.")
+    }
+
+    public static let identityRecordDamaged = LocalizedText(
+        en: "The record of who owns this vault was changed by something other than SessionVault, so a login cannot open it. Use your fingerprint or PIN, or start over with “vaultctl reset” (saved sessions are lost).",
+        nb: "Opplysningen om hvem som eier hvelvet, ble endret av noe annet enn SessionVault, så en innlogging kan ikke åpne det. Bruk fingeravtrykk eller PIN-kode, eller begynn på nytt med «vaultctl reset» (lagrede økter går tapt).")
+
+    /// No keyslot can open the vault key (every way in is gone or damaged).
+    public static let vaultUnopenable = LocalizedText(
+        en: "This vault cannot be opened: its unlock data is missing or damaged. Log in with BankID or Vipps to get a new session, or start over with “vaultctl reset” (saved sessions are lost).",
+        nb: "Dette hvelvet kan ikke åpnes: opplåsingsdataene mangler eller er skadet. Logg inn med BankID eller Vipps for å få en ny økt, eller begynn på nytt med «vaultctl reset» (lagrede økter går tapt).")
+
+    /// Setting a changed fingerprint up again needs a strong login in this run.
+    public static let reenrollNeedsStrongLogin = LocalizedText(
+        en: "Fingerprint login was not turned back on: after your fingerprints changed, that needs a fresh login with BankID on a high level (code device or app). Log in with BankID, then turn it on.",
+        nb: "Fingeravtrykk ble ikke slått på igjen: etter at fingeravtrykkene ble endret, krever det en ny innlogging med BankID på høyt nivå (kodebrikke eller app). Logg inn med BankID, og slå det på etterpå.")
+
     public static func lockedOut(seconds: Int) -> LocalizedText {
         LocalizedText(
             en: "Too many wrong attempts. Try again in \(duration(seconds, .en)), or log in with BankID or Vipps.",

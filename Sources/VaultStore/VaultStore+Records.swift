@@ -203,18 +203,23 @@ extension VaultStore {
         }
     }
 
-    /// Atomically increments `failures` and returns the new counter. The commit
-    /// is fsync'd before this returns: the vault calls it BEFORE checking a PIN,
-    /// so a crash (or a killed daemon) never gives a free guess.
-    public func incrementFailures(factor: String) throws(StoreError) -> FailureCounter {
-        try write("incrementFailures") { db in
+    /// Counts an attempt *before* it is checked, together with the lockout a
+    /// failure would bring (`lockedUntil(failures)`), in one fsync'd
+    /// transaction: killing vaultd while the attempt is checked leaves it
+    /// counted and the lockout in force. A right answer then `resetFailures`.
+    public func recordAttempt(factor: String, lockedUntil: (_ failures: Int) -> Int64) throws(StoreError) -> FailureCounter {
+        try write("recordAttempt") { db in
+            var c = try Self.counter(factor, db)
+            c.failures += 1
+            c.lockedUntil = max(c.lockedUntil, lockedUntil(c.failures))
             try db.execute(
                 sql: """
-                    INSERT INTO failure_counter (factor, failures, locked_until) VALUES (?, 1, 0)
-                    ON CONFLICT(factor) DO UPDATE SET failures = failures + 1
+                    INSERT INTO failure_counter (factor, failures, locked_until) VALUES (?, ?, ?)
+                    ON CONFLICT(factor) DO UPDATE SET
+                        failures = excluded.failures, locked_until = excluded.locked_until
                     """,
-                arguments: [factor])
-            return try Self.counter(factor, db)
+                arguments: [c.factor, c.failures, c.lockedUntil])
+            return c
         }
     }
 

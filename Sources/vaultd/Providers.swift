@@ -92,6 +92,7 @@ final class ProviderDirectory: IdentityProviderDirectory {
                 profile.redirect = .ephemeralPort(path: path)
             }
             if let acr = t.min_acr { profile.minimumACR = acr }
+            if let acr = t.reenroll_min_acr { profile.reenrollMinimumACR = acr }
             if let s = t.request_timeout { profile.requestTimeout = .seconds(max(1, s)) }
             if let s = t.redirect_timeout { profile.redirectTimeout = .seconds(max(1, s)) }
             problems += profile.problems()

@@ -127,7 +127,9 @@ struct VaultDaemon: AsyncParsableCommand {
         if let mib = pin?.argon_memory_mib { cost.memLimit = mib * 1024 * 1024 }
         if let ops = pin?.argon_ops { cost.opsLimit = UInt64(max(1, ops)) }
         let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
-                                      promptTimeout: file.prompt_timeout ?? 120)
+                                      promptTimeout: file.prompt_timeout ?? 120,
+                                      maxUnlocked: max(0, file.max_unlocked ?? 12 * 3600),
+                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600)
 
         // Identity providers: the configured ones, or the built-in demo ones.
         let http = OIDCHTTPClient()

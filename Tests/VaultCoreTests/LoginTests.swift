@@ -30,7 +30,9 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(again.accessToken, "AT-bankid-1")
     }
 
-    func testSameIdentityUnlocksAnotherIsRefused() async throws {
+    /// With a PIN enrolled a login proves who the person is, not a secret: it
+    /// gives a working session at once but never the vault key (docs/key-hierarchy.md).
+    func testSameIdentityGetsAFreshSessionButNotTheVaultKeyAnotherIsRefused() async throws {
         let bankid = FakeIdentityProvider()
         let dir = FakeDirectory(providers: [bankid])
         let vault = try fx.vault([pin], providers: dir)
@@ -47,21 +49,52 @@ final class LoginTests: XCTestCase {
 
         bankid.set { $0.subject = "subject-kari" }
         let s = try await restarted.login(provider: "bankid", conversation: ScriptedClient())
-        let unlocked = await restarted.isLocked
-        XCTAssertFalse(unlocked)
+        let locked = await restarted.isLocked
+        XCTAssertTrue(locked, "with a PIN, a login never opens the vault key")
         XCTAssertEqual(s.accessToken, "AT-bankid-3", "the fresh login's tokens replace the old ones")
+        let again = try await restarted.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(again.accessToken, "AT-bankid-3", "the new session works while the vault stays locked")
+
+        // After a restart the new session waits for the PIN like every other.
+        let later = try fx.reopened([pin], providers: dir)
+        let waits = await failure { _ = try await later.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(waits?.code, .locked)
+        let v1 = await later.accounts().first?.waiting
+        XCTAssertNotNil(v1, "status says it waits for the PIN")
+        try await later.unlock(factor: .pin, conversation: ScriptedClient(secrets: ["482915"]))
+        let opened = try await later.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(opened.accessToken, "AT-bankid-3", "the PIN opens the session stored while locked")
+        let v2 = await later.accounts().first?.waiting
+        XCTAssertNil(v2)
     }
 
-    func testLoginWithAProviderNeverUsedHereCannotUnlock() async throws {
+    func testLoginWhileLockedGivesANewSessionAndTheOldOnesWaitForThePIN() async throws {
         let bankid = FakeIdentityProvider(), vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
         let dir = FakeDirectory(providers: [bankid, vipps])
         let vault = try fx.vault([pin], providers: dir)
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         await vault.lock(reason: "test")
-        let f = await failure { _ = try await vault.login(provider: "vipps", conversation: ScriptedClient()) }
-        XCTAssertEqual(f?.code, .notEnrolled)
-        XCTAssertEqual(try fx.store.sessions().count, 1, "nothing stored from a login that could not unlock")
+        let client = ScriptedClient()
+        let s = try await vault.login(provider: "vipps", conversation: client)
+        XCTAssertEqual(s.accessToken, "AT-vipps-1", "a working session at once")
+        let stillLocked = await vault.isLocked
+        XCTAssertTrue(stillLocked)
+        XCTAssertTrue(client.shown.contains(Messages.loggedInOthersWaitForPIN.en), "the person is told: \(client.shown)")
+        XCTAssertFalse(try fx.store.keyslots().contains { $0.id == "login:vipps" },
+                       "an identity first seen at a locked vault is not recorded as its owner")
+        let accounts = await vault.accounts()
+        XCTAssertEqual(accounts.first { $0.account == "bankid" }?.waiting, Messages.sessionWaitsForPIN)
+        XCTAssertNil(accounts.first { $0.account == "vipps" }?.waiting)
+        let old = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(old?.code, .locked, "sessions sealed earlier stay sealed until the PIN")
+
+        try await vault.unlock(factor: .pin, conversation: ScriptedClient(secrets: ["482915"]))
+        let both = try await [vault.release(account: "bankid", conversation: SilentConversation()).accessToken,
+                              vault.release(account: "vipps", conversation: SilentConversation()).accessToken]
+        XCTAssertEqual(both, ["AT-bankid-1", "AT-vipps-1"])
+        let v3 = await vault.accounts().allSatisfy { $0.waiting == nil }
+        XCTAssertTrue(v3)
     }
 
     /// The same person through another provider: logins that prove a national
@@ -79,9 +112,10 @@ final class LoginTests: XCTestCase {
         XCTAssertFalse(try fx.store.keyslots().contains { $0.binding.contains("15838512329") }, "never the number in clear")
 
         await vault.lock(reason: "test")
-        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
-        let unlocked = await vault.isLocked
-        XCTAssertFalse(unlocked, "BankID proves the same person")
+        let s = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        XCTAssertEqual(s.accessToken, "AT-bankid-1", "BankID proves the same person: a session at once")
+        let locked = await vault.isLocked
+        XCTAssertTrue(locked, "but with a PIN enrolled a login never opens the vault key")
 
         await vault.lock(reason: "test")
         bankid.set { $0.nationalID = "01929023583" }

@@ -84,7 +84,9 @@ final class VaultTests: XCTestCase {
         XCTAssertEqual(try fx.store.failureCounter(factor: "pin").failures, 0)
     }
 
-    func testEveryFactorHasItsOwnSlotOpeningTheSameVaultKey() async throws {
+    /// The fingerprint is a soft unlock (docs/key-hierarchy.md): after a
+    /// restart the PIN is needed once, then the presence factor reopens the vault.
+    func testAfterARestartThePINIsNeededOnceThenThePresenceFactorReopens() async throws {
         let fake = FakePresenceFactor()
         let vault = try fx.vault([fake, pin])
         _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
@@ -92,12 +94,70 @@ final class VaultTests: XCTestCase {
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["pin", "fake"])
 
-        let viaFake = try fx.reopened([fake, pin])
-        let s1 = try await viaFake.release(account: "a", conversation: ScriptedClient())
-        let viaPIN = try fx.reopened([fake, pin])
-        let s2 = try await viaPIN.release(account: "a", conversation: ScriptedClient(secrets: ["482915"]))
+        let restarted = try fx.reopened([fake, pin])
+        let before = fake.verifies
+        let noPIN = await code { _ = try await restarted.release(account: "a", conversation: ScriptedClient()) }
+        XCTAssertNotNil(noPIN, "a presence factor alone opens nothing after a restart")
+        XCTAssertEqual(fake.verifies, before, "it is not even asked")
+        let v1 = await restarted.factorStatuses().first { $0.factor == "fake" }?.label.en
+        XCTAssertEqual(v1, "Fake enabled — enter your PIN once to use it")
+        let s1 = try await restarted.release(account: "a", conversation: ScriptedClient(secrets: ["482915"]))
         XCTAssertEqual(s1.accessToken, "at-T1")
-        XCTAssertEqual(s2.accessToken, "at-T1")
+
+        await restarted.lock(reason: "test")
+        let s2 = try await restarted.release(account: "a", conversation: ScriptedClient())
+        XCTAssertEqual(s2.accessToken, "at-T1", "after the PIN, the presence factor reopens the vault")
+        XCTAssertEqual(fake.verifies, before + 1)
+    }
+
+    func testTooManyFailedScansNeedThePINOnceAgain() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([fake, pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        fake.outcome = .fail(.tooManyAttempts)
+        try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
+        await vault.lock(reason: "test")
+        fake.outcome = .present
+        // The PIN above rebuilt the soft box: the presence factor works again.
+        try await vault.unlock(factor: nil, conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        fake.outcome = .fail(.tooManyAttempts)
+        let c = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient()) }
+        XCTAssertNotNil(c)
+        fake.outcome = .present
+        let after = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient()) }
+        XCTAssertNotNil(after, "after the fallback the presence factor does not open until the PIN is given")
+    }
+
+    func testTheSoftUnlockEndsAfterItsTimeLimit() async throws {
+        let fake = FakePresenceFactor()
+        var config = VaultConfig()
+        config.fingerprintMaxAge = 1
+        let vault = try fx.vault([fake, pin], config: config)
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        try await Task.sleep(for: .milliseconds(1100))
+        let c = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient()) }
+        XCTAssertNotNil(c, "past fingerprint_max_hours the PIN is needed")
+        try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
+    }
+
+    func testMaxUnlockedLocksHoweverBusy() async throws {
+        var config = VaultConfig(idleTimeout: 3600)
+        config.maxUnlocked = 1
+        let vault = try fx.vault([pin], config: config)
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lockIfIdle()
+        let v2 = await vault.isLocked
+        XCTAssertFalse(v2)
+        try await Task.sleep(for: .milliseconds(1100))
+        _ = await vault.accounts()   // busy: a request just now
+        await vault.lockIfIdle()
+        let v3 = await vault.isLocked
+        XCTAssertTrue(v3, "max_unlocked counts from the unlock, not from the last request")
     }
 
     func testPolicyOrderAndFallbackOnFailure() async throws {
@@ -134,27 +194,43 @@ final class VaultTests: XCTestCase {
         XCTAssertTrue(events.contains("enrollment_changed"))
     }
 
-    func testTamperedKeyslotNeverOpens() async throws {
+    /// A presence record is facts plus a device-keyed MAC. An edited record is
+    /// told apart from an enrollment change: it is kept, not used, and said so,
+    /// and setting the factor up again replaces it. The vault key's own slot
+    /// (here the device slot) is never touched.
+    func testATamperedRecordIsKeptNotUsedAndNotMistakenForAChange() async throws {
         let fake = FakePresenceFactor()
         let vault = try fx.vault([fake])
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
-        var slot = try XCTUnwrap(try fx.store.keyslots().first)
-        for position in [0, 30, slot.sealedKey.count - 1] {
-            var tampered = slot
-            tampered.sealedKey[position] ^= 0x01
-            try fx.store.updateKeyslots(put: [tampered], delete: [])
-            let reopened = try fx.reopened([fake])
-            let c = await code { try await reopened.unlock(factor: nil, conversation: ScriptedClient()) }
-            XCTAssertEqual(c, .enrollmentChanged, "byte \(position)")
-            try fx.store.updateKeyslots(put: [slot], delete: [])
+        let record = try XCTUnwrap(try fx.store.keyslots().first { $0.id == "fake" })
+        var edits: [KeyslotRow] = []
+        for position in [0, record.sealedKey.count - 1] {
+            var t = record
+            t.sealedKey[position] ^= 0x01
+            edits.append(t)
         }
-        // Editing the stored binding opens nothing for anyone else: the key
-        // comes from what the factor proves (LoginTests covers another identity).
-        slot.salt[0] ^= 0x01
-        try fx.store.updateKeyslots(put: [slot], delete: [])
+        var salt = record
+        salt.salt[0] ^= 0x01
+        var binding = record
+        binding.binding = binding.binding.replacingOccurrences(of: "\"enrollment_digest\":\"", with: "\"enrollment_digest\":\"00")
+        edits += [salt, binding]
+        for (n, edited) in edits.enumerated() {
+            XCTAssertNotEqual(edited, record, "edit \(n) changes the row")
+            try fx.store.updateKeyslots(put: [edited], delete: [])
+            let reopened = try fx.reopened([fake])
+            let status = await reopened.factorStatuses().first { $0.factor == "fake" }
+            XCTAssertEqual(status?.state, .unavailable, "edit \(n)")
+            XCTAssertTrue(status?.label.en.contains("changed by something other than SessionVault") ?? false, "edit \(n)")
+            XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "fake" }, "edit \(n): the record is kept")
+            XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "device" }, "edit \(n): the vault key's slot is kept")
+            XCTAssertFalse(try reopened.audit.entries().contains { $0.event == "enrollment_changed" }, "edit \(n): not a change")
+            try fx.store.updateKeyslots(put: [record], delete: [])
+        }
+        try fx.store.updateKeyslots(put: [edits[0]], delete: [])
         let reopened = try fx.reopened([fake])
-        let c = await code { try await reopened.unlock(factor: nil, conversation: ScriptedClient()) }
-        XCTAssertEqual(c, .enrollmentChanged, "a changed salt breaks the slot too")
+        _ = try await reopened.enroll("fake", conversation: ScriptedClient())
+        await reopened.lock(reason: "test")
+        try await reopened.unlock(factor: nil, conversation: ScriptedClient())
     }
 
     func testDisablingTheLastFactorBringsBackTheDeviceSlot() async throws {

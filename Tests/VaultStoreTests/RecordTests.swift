@@ -126,15 +126,15 @@ final class RecordTests: StoreTestCase {
     func testFailureCounters() throws {
         let store = try VaultStore(path: storePath())
         XCTAssertEqual(try store.failureCounter(factor: "pin"), FailureCounter(factor: "pin", failures: 0, lockedUntil: 0))
-        XCTAssertEqual(try store.incrementFailures(factor: "pin"), FailureCounter(factor: "pin", failures: 1, lockedUntil: 0))
-        XCTAssertEqual(try store.incrementFailures(factor: "pin").failures, 2)
+        XCTAssertEqual(try store.recordAttempt(factor: "pin") { _ in 0 }, FailureCounter(factor: "pin", failures: 1, lockedUntil: 0))
+        XCTAssertEqual(try store.recordAttempt(factor: "pin") { _ in 0 }.failures, 2)
         XCTAssertEqual(try store.failureCounter(factor: "pin").failures, 2)
         XCTAssertEqual(try store.failureCounter(factor: "fingerprint").failures, 0)
 
         try store.setFailureCounter(FailureCounter(factor: "pin", failures: 5, lockedUntil: 1_800_000_000))
         XCTAssertEqual(try store.failureCounter(factor: "pin"), FailureCounter(factor: "pin", failures: 5, lockedUntil: 1_800_000_000))
         // Incrementing keeps the lock.
-        XCTAssertEqual(try store.incrementFailures(factor: "pin"), FailureCounter(factor: "pin", failures: 6, lockedUntil: 1_800_000_000))
+        XCTAssertEqual(try store.recordAttempt(factor: "pin") { _ in 0 }, FailureCounter(factor: "pin", failures: 6, lockedUntil: 1_800_000_000))
 
         try store.resetFailures(factor: "pin")
         XCTAssertEqual(try store.failureCounter(factor: "pin"), FailureCounter(factor: "pin", failures: 0, lockedUntil: 0))
@@ -145,7 +145,7 @@ final class RecordTests: StoreTestCase {
         let path = storePath()
         do {
             let store = try VaultStore(path: path)
-            for _ in 0..<3 { _ = try store.incrementFailures(factor: "pin") }
+            for _ in 0..<3 { _ = try store.recordAttempt(factor: "pin") { _ in 0 } }
             // A second handle sees the commit while the first is still open.
             let other = try VaultStore(path: path)
             XCTAssertEqual(try other.failureCounter(factor: "pin").failures, 3)
@@ -154,12 +154,12 @@ final class RecordTests: StoreTestCase {
         }
         let reopened = try VaultStore(path: path)
         XCTAssertEqual(try reopened.failureCounter(factor: "pin").failures, 3)
-        XCTAssertEqual(try reopened.incrementFailures(factor: "pin").failures, 4)
+        XCTAssertEqual(try reopened.recordAttempt(factor: "pin") { _ in 0 }.failures, 4)
         try reopened.close()
         // Not closed explicitly this time: deinit closes.
         do {
             let again = try VaultStore(path: path)
-            XCTAssertEqual(try again.incrementFailures(factor: "pin").failures, 5)
+            XCTAssertEqual(try again.recordAttempt(factor: "pin") { _ in 0 }.failures, 5)
         }
         XCTAssertEqual(try VaultStore(path: path).failureCounter(factor: "pin").failures, 5)
     }
@@ -169,7 +169,7 @@ final class RecordTests: StoreTestCase {
         let errors = LockedCounter()
         DispatchQueue.concurrentPerform(iterations: 4) { _ in
             for _ in 0..<10 {
-                do { _ = try store.incrementFailures(factor: "pin") } catch { errors.add() }
+                do { _ = try store.recordAttempt(factor: "pin") { _ in 0 } } catch { errors.add() }
             }
         }
         XCTAssertEqual(errors.value, 0)

@@ -19,7 +19,7 @@ final class WriteFailureTests: StoreTestCase {
         // read-only file would.
         try store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = 1") }
         assertThrows({ $0.isIO }) { () throws(StoreError) in try store.putSession(sessionRow(2)) }
-        assertThrows({ $0.isIO }) { () throws(StoreError) in _ = try store.incrementFailures(factor: "pin") }
+        assertThrows({ $0.isIO }) { () throws(StoreError) in _ = try store.recordAttempt(factor: "pin") { _ in 0 } }
         XCTAssertEqual(try store.sessions(), [sessionRow(1)])
     }
 
