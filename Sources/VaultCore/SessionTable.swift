@@ -56,6 +56,8 @@ final class SessionTable: Sendable {
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
     var lastActivity: Double { state.withLock { $0.lastActivity } }
     var unlockedAt: Double { state.withLock { $0.unlockedAt } }
+    /// The vault key, or a session's record key, is in memory.
+    var anythingOpen: Bool { state.withLock { s in s.vaultKey != nil || s.entries.values.contains { $0.recordKey != nil } } }
     var count: Int { state.withLock { $0.entries.count } }
 
     func setVaultKey(_ key: SecureBytes?, now: Double) {
@@ -66,11 +68,17 @@ final class SessionTable: Sendable {
         }
     }
 
-    /// Drops the vault key; returns whether the vault was unlocked.
+    /// Drops the vault key and the record keys of sessions stored while it was
+    /// away (a locked vault releases nothing); returns whether anything was open.
     func lock() -> Bool {
         state.withLock { s in
-            defer { s.vaultKey = nil }
-            return s.vaultKey != nil
+            var wasOpen = s.vaultKey != nil
+            s.vaultKey = nil
+            for (id, e) in s.entries where e.recordKey != nil {
+                wasOpen = true
+                s.entries[id] = Entry(meta: e.meta, row: e.row)
+            }
+            return wasOpen
         }
     }
 

@@ -292,7 +292,7 @@ public actor Vault {
     /// is, as gpg-agent's max-cache-ttl), and the soft boxes' own limit.
     public func lockIfIdle() {
         for id in softBoxes.keys { _ = liveSoftBox(id) }
-        guard vaultKey != nil, !guardedByDeviceKeyOnly else { return }
+        guard table.anythingOpen, !guardedByDeviceKeyOnly else { return }
         let t = now()
         if config.idleTimeout > 0, t - table.lastActivity >= Double(config.idleTimeout) {
             lock(reason: "idle")

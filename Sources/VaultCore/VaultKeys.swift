@@ -136,3 +136,59 @@ extension Vault {
     }
 
 }
+
+extension Vault {
+    public struct ResetResult: Sendable {
+        public var sessionsRemoved: Int
+        public var factorsRemoved: Int
+    }
+
+    /// `vaultctl reset`: the one explicit way to a new vault key while sealed
+    /// sessions exist (never done silently). Works while locked, since that is
+    /// when a person needs it; asks first and says what is lost. The sessions,
+    /// every unlock method and the login records go in one transaction; a new
+    /// vault key guarded by the device slot comes in.
+    public func reset(confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> ResetResult {
+        let sessions = table.count
+        let factorCount = order.filter { slots[$0.rawValue] != nil }.count
+        if !confirmed {
+            let question = LocalizedText(
+                en: "Start over? This deletes \(sessions) saved session\(sessions == 1 ? "" : "s") and \(factorCount) unlock method\(factorCount == 1 ? "" : "s") (PIN, fingerprint). You will log in with BankID or Vipps again. This cannot be undone.",
+                nb: "Begynne på nytt? Dette sletter \(sessions) lagrede økt\(sessions == 1 ? "" : "er") og \(factorCount) opplåsingsmåte\(factorCount == 1 ? "" : "r") (PIN-kode, fingeravtrykk). Du logger inn med BankID eller Vipps igjen. Dette kan ikke angres.")
+            let yes: Bool
+            do {
+                yes = try await conversation.confirm(question)
+            } catch {
+                if error == .notInteractive {
+                    throw .badRequest(LocalizedText(
+                        en: "Starting over deletes every saved session and needs a confirmation. Send “confirm”: true, or run “vaultctl reset” at a terminal.",
+                        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Send «confirm»: true, eller kjør «vaultctl reset» i en terminal."))
+                }
+                throw failure(from: error)
+            }
+            guard yes else { throw VaultFailure(.cancelled) }
+        }
+        let vk: SecureBytes
+        let device: KeyslotRow
+        let publicKey: [UInt8]
+        do {
+            vk = try SecureBytes.random(count: KeyDerivation.keySize)
+            device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now()))
+            publicKey = try Vault.keyPair(vk).publicKey
+        } catch {
+            throw .internal()
+        }
+        let removed = try storeCall { () throws(StoreError) in
+            try store.reset(slots: [device], meta: [SessionSealing.publicKeyMeta: publicKey])
+        }
+        slots = [device.id: device]
+        softBoxes = [:]
+        vaultPublicKey = publicKey
+        strongLoginAt = nil
+        table.removeAll()
+        table.setVaultKey(vk, now: now())
+        audit.record("reset", outcome: "ok", detail: ["sessions": .int(Int64(removed)), "factors": .int(Int64(factorCount))],
+                     requester: conversation.requester)
+        return ResetResult(sessionsRemoved: removed, factorsRemoved: factorCount)
+    }
+}

@@ -86,14 +86,20 @@ struct RequestRouter: Sendable {
         case "status":
             let factors = await vault.factorStatuses()
             let accounts = await vault.accounts()
-            return [
+            var result: [String: JSON] = [
                 "locked": .bool(await vault.isLocked),
-                "accounts": .array(accounts.map { ["account": .string($0.account), "provider": .string($0.provider), "name": .string($0.name)] }),
+                "accounts": .array(accounts.map { a in
+                    var o: [String: JSON] = ["account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name)]
+                    if let waiting = a.waiting { o["waiting"] = .string(waiting.text(language)) }
+                    return .object(o)
+                }),
                 "factors": .array(factors.map { $0.json(language) }),
                 "providers": .array(await vault.providerStatuses().map { p in
                     ["provider": .string(p.id), "name": .string(p.name), "unlocks": .bool(p.unlocks)]
                 }),
             ]
+            if let warning = await vault.atRestWarning() { result["at_rest"] = .string(warning.text(language)) }
+            return .object(result)
         case "factors":
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
         case "session":
@@ -129,6 +135,9 @@ struct RequestRouter: Sendable {
             let confirmed = request["confirm"]?.boolValue ?? false
             let status = try await vault.disable(try factorField(request), confirmed: confirmed, conversation: conversation)
             return status.json(language)
+        case "reset":
+            let r = try await vault.reset(confirmed: request["confirm"]?.boolValue ?? false, conversation: conversation)
+            return ["sessions_removed": .int(Int64(r.sessionsRemoved)), "factors_removed": .int(Int64(r.factorsRemoved)), "locked": false]
         case "import":
             let meta = try await vault.importSession(try importRequest(request), conversation: conversation)
             return ["account": .string(meta.account), "provider": .string(meta.provider)]
@@ -148,6 +157,7 @@ struct RequestRouter: Sendable {
                     "token_hash": .string(a.tokenHash), "refreshable": .bool(a.hasRefreshToken),
                 ]
                 o["expires_at"] = a.accessExpiresAt.map { .int($0) } ?? .null
+                if let waiting = a.waiting { o["waiting"] = .string(waiting.text(language)) }
                 return .object(o)
             })]
         case "audit":

@@ -63,22 +63,48 @@ extension VaultStore {
             for id in delete {
                 try remove.execute(arguments: [id])
             }
-            // Not cached: see upsertSessions.
-            let upsert = try db.makeStatement(sql: """
-                INSERT INTO keyslot (\(Self.keyslotColumns))
-                VALUES (?, ?, ?, coalesce(?, x''), ?, ?, coalesce(?, x''), ?)
-                ON CONFLICT(id) DO UPDATE SET
-                    factor = excluded.factor, version = excluded.version, salt = excluded.salt,
-                    kdf = excluded.kdf, binding = excluded.binding, sealed_key = excluded.sealed_key,
-                    created_at = excluded.created_at
-                """)
-            for slot in put {
-                try upsert.execute(arguments: [
-                    slot.id, slot.factor, slot.version, Data(slot.salt), slot.kdf, slot.binding,
-                    Data(slot.sealedKey), slot.createdAt,
-                ])
-            }
+            try Self.putKeyslots(put, db)
         }
+    }
+
+    private static func putKeyslots(_ put: [KeyslotRow], _ db: Database) throws {
+        // Not cached: see upsertSessions.
+        let upsert = try db.makeStatement(sql: """
+            INSERT INTO keyslot (\(Self.keyslotColumns))
+            VALUES (?, ?, ?, coalesce(?, x''), ?, ?, coalesce(?, x''), ?)
+            ON CONFLICT(id) DO UPDATE SET
+                factor = excluded.factor, version = excluded.version, salt = excluded.salt,
+                kdf = excluded.kdf, binding = excluded.binding, sealed_key = excluded.sealed_key,
+                created_at = excluded.created_at
+            """)
+        for slot in put {
+            try upsert.execute(arguments: [
+                slot.id, slot.factor, slot.version, Data(slot.salt), slot.kdf, slot.binding,
+                Data(slot.sealedKey), slot.createdAt,
+            ])
+        }
+    }
+
+    /// `vaultctl reset`, in one transaction: every session, keyslot, failure
+    /// counter and stale mark goes, and `slots` (the new vault key's device
+    /// slot) comes in, with `meta` (its public key). A crash leaves the old
+    /// vault or the new one, never a mix.
+    public func reset(slots: [KeyslotRow], meta: [String: [UInt8]]) throws(StoreError) -> Int {
+        let removed: Int = try write("reset") { db in
+            try db.execute(sql: "DELETE FROM session")
+            let sessions = db.changesCount
+            try db.execute(sql: "DELETE FROM keyslot")
+            try db.execute(sql: "DELETE FROM failure_counter")
+            try db.execute(sql: #"DELETE FROM meta WHERE "key" LIKE 'stale:%'"#)
+            for (key, value) in meta {
+                try db.execute(
+                    sql: #"INSERT INTO meta ("key", value) VALUES (?, coalesce(?, x'')) ON CONFLICT("key") DO UPDATE SET value = excluded.value"#,
+                    arguments: [key, Data(value)])
+            }
+            try Self.putKeyslots(slots, db)
+            return sessions
+        }
+        return removed
     }
 
     // MARK: - Sessions

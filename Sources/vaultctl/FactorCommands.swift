@@ -47,6 +47,27 @@ struct Disable: ParsableCommand {
     }
 }
 
+/// The one explicit way out of a vault nobody can open (docs/key-hierarchy.md):
+/// vaultd asks, saying how many sessions and unlock methods are lost.
+struct Reset: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset", abstract: "Start over: delete every saved session and unlock method (asks first).")
+    @OptionGroup var common: CommonOptions
+    @Flag(name: .shortAndLong, help: "Do not ask for confirmation.")
+    var yes = false
+
+    func run() throws {
+        try guarded {
+            let s = try CtlSession.open(common)
+            let r = try s.call("reset", yes ? ["confirm": true] : [:])
+            let n = r["sessions_removed"]?.intValue ?? 0
+            s.say(LocalizedText(
+                en: "Started over: \(n) session\(n == 1 ? "" : "s") deleted. Log in with BankID or Vipps (vaultctl login bankid).",
+                nb: "Begynt på nytt: \(n) økt\(n == 1 ? "" : "er") slettet. Logg inn med BankID eller Vipps (vaultctl login bankid)."))
+        }
+    }
+}
+
 extension ParsableCommand {
     /// `enroll` and `reenroll`: the same conversation, a different op.
     func runEnrollment(_ op: String, factor: String, common: CommonOptions) throws {

@@ -128,7 +128,8 @@ struct Sessions: ParsableCommand {
             for e in list {
                 let hash = String((e["token_hash"]?.stringValue ?? "").prefix(12))
                 let exp = e["expires_at"]?.intValue.map { isoTime(Double($0)) } ?? "-"
-                print("\(e["account"]?.stringValue ?? "?")\t\(e["provider"]?.stringValue ?? "?")\t\(hash)\t\(exp)")
+                let waiting = e["waiting"]?.stringValue.map { "\t" + $0 } ?? ""
+                print("\(e["account"]?.stringValue ?? "?")\t\(e["provider"]?.stringValue ?? "?")\t\(hash)\t\(exp)\(waiting)")
             }
         }
     }

@@ -21,12 +21,14 @@ struct Status: ParsableCommand {
                 s.say(LocalizedText(en: "Accounts:", nb: "Kontoer:"))
                 for a in accounts {
                     print("  \(a["account"]?.stringValue ?? "?") (\(a["provider"]?.stringValue ?? "?")): \(a["name"]?.stringValue ?? "")")
+                    if let waiting = a["waiting"]?.stringValue { print("    \(waiting)") }
                 }
             }
             s.say(LocalizedText(en: "Unlock methods:", nb: "Opplåsingsmåter:"))
             for f in r["factors"]?.arrayValue ?? [] {
                 print("  \(f["label"]?.stringValue ?? f["factor"]?.stringValue ?? "?")")
             }
+            if let warning = r["at_rest"]?.stringValue { print(warning) }
         }
     }
 }

@@ -14,7 +14,7 @@ struct VaultCtl: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [Status.self, Login.self, Token.self, Factors.self, Lock.self, Unlock.self, Enroll.self, Disable.self,
-                      Reenroll.self, Import.self, Sessions.self, Logout.self, Context.self, Sync.self, Audit.self])
+                      Reenroll.self, Reset.self, Import.self, Sessions.self, Logout.self, Context.self, Sync.self, Audit.self])
 }
 
 /// Options every command shares.
