@@ -242,6 +242,11 @@ extension Vault {
             // Not set up (first login, or its slot went stale), or it just failed before this fallback login.
             guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil || failed.contains(id),
                   !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
+            // After an enrollment change only a strong login may turn it back on: say so instead of asking.
+            if isStale(id), !strongLoginMet {
+                await conversation.show(Messages.reenrollNeedsStrongLogin)
+                continue
+            }
             let name = factor.descriptor.displayName
             let explanation = factor.descriptor.offerText ?? LocalizedText(
                 en: "Turn on \(name.en)? Next time you can open your apps with it instead of logging in.",

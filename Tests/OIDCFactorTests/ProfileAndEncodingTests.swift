@@ -133,4 +133,33 @@ final class ProfileAndEncodingTests: XCTestCase {
         XCTAssertEqual(params["scope"], "openid name phoneNumber nin")
         XCTAssertEqual(params["ui_locales"], "en")
     }
+
+    /// After an enrollment change the login is asked for with `prompt=login`
+    /// and BankID's re-enrollment level, so a remembered browser session
+    /// cannot finish it silently; a weaker `acr` does not meet that level.
+    func testAReenrollmentLoginIsAskedForAfreshAndStrong() async throws {
+        let profile = ProviderProfile.bankID(.test, clientID: "c")
+        XCTAssertEqual(profile.reenrollMinimumACR, "urn:bankid:bid;LOA=4")
+        let provider = OIDCProvider(profile: profile, http: sharedTestHTTP)
+        let metadata = ProviderMetadata(issuer: profile.issuer, authorizationEndpoint: "https://id.example/auth",
+                                        tokenEndpoint: "https://id.example/token", userinfoEndpoint: nil,
+                                        jwksURI: "https://id.example/jwks", revocationEndpoint: nil,
+                                        signingAlgorithms: ["ES256"], issParameterSupported: false)
+        let plain = AuthRequest(url: provider.authorizationURL(metadata: metadata, redirectURI: "http://127.0.0.1:1/cb",
+                                                               state: "s", nonce: "n", challenge: "c", language: .nb)).params
+        XCTAssertNil(plain["prompt"])
+        XCTAssertNil(plain["acr_values"])
+        let fresh = AuthRequest(url: provider.authorizationURL(
+            metadata: metadata, redirectURI: "http://127.0.0.1:1/cb", state: "s", nonce: "n", challenge: "c", language: .nb,
+            options: LoginOptions(reauthenticate: true, acr: profile.reenrollMinimumACR))).params
+        XCTAssertEqual(fresh["prompt"], "login")
+        XCTAssertEqual(fresh["acr_values"], "urn:bankid:bid;LOA=4")
+        func login(_ acr: String?) -> VerifiedLogin {
+            VerifiedLogin(provider: "bankid", providerName: "BankID", issuer: profile.issuer, clientID: "c", subject: "s", name: "n",
+                          claims: [:], nationalID: nil, acr: acr, tokens: TokenGrant(accessToken: "a", accessExpiresAt: nil, refreshToken: nil))
+        }
+        XCTAssertTrue(provider.meetsReenrollLevel(login("urn:bankid:bid;LOA=4")))
+        XCTAssertFalse(provider.meetsReenrollLevel(login("urn:bankid:bid;LOA=3")))
+        XCTAssertFalse(provider.meetsReenrollLevel(login(nil)))
+    }
 }

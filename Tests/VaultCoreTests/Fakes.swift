@@ -68,6 +68,9 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
         var generation = 0
         /// The national ID this provider's logins prove (nil: none).
         var nationalID: String?
+        /// The `acr` its logins reach, and how each login was asked for.
+        var acr: String?
+        var optionsSeen: [LoginOptions] = []
     }
     let state = Locked(State())
 
@@ -89,16 +92,25 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
                           refreshToken: issuesRefreshTokens ? "RT-\(id)-\(generation)" : nil)
     }
 
+    let reenrollMinimumACR: String? = "urn:bankid:bid;LOA=4"
+
     func login(_ conversation: any FactorConversation) async throws(VaultFailure) -> VerifiedLogin {
-        let (error, subject, generation, nin) = state.withLock { s -> (VaultFailure?, String, Int, String?) in
+        try await login(conversation, options: LoginOptions())
+    }
+
+    func login(_ conversation: any FactorConversation, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
+        let (error, subject, generation, nin, acr) = state.withLock { s -> (VaultFailure?, String, Int, String?, String?) in
             s.generation += 1
-            return (s.loginError, s.subject, s.generation, s.nationalID)
+            s.optionsSeen.append(options)
+            return (s.loginError, s.subject, s.generation, s.nationalID, s.acr)
         }
         try? await conversation.openURL("https://idp.example.test/authorize?state=x", LocalizedText(en: "Log in", nb: "Logg inn"))
         if let error { throw error }
-        return VerifiedLogin(provider: id, providerName: displayName, issuer: "https://idp.example.test/\(id)", clientID: "app",
+        var verified = VerifiedLogin(provider: id, providerName: displayName, issuer: "https://idp.example.test/\(id)", clientID: "app",
                              subject: subject, name: "Kari Nordmann", claims: ["org": "Mentorhuset", "roles": ["peer_mentor"]],
-                             nationalID: nin.flatMap { try? SecureBytes.utf8($0) }, acr: nil, tokens: grant(generation))
+                             nationalID: nin.flatMap { try? SecureBytes.utf8($0) }, acr: acr, tokens: grant(generation))
+        verified.reauthenticated = options.reauthenticate
+        return verified
     }
 
     func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {
@@ -131,8 +143,13 @@ struct FakeDirectory: IdentityProviderDirectory {
 final class FakePresenceFactor: UnlockFactor, Sendable {
     enum Outcome: Sendable { case present, fail(FactorError) }
     private let state = Locked<(enrollment: [UInt8], outcome: Outcome, verifies: Int, available: Bool)>(([1, 2, 3], .present, 0, true))
-    let descriptor = FactorDescriptor(id: "fake", displayName: LocalizedText(en: "Fake", nb: "Falsk"),
-                                      rank: 10, contribution: .presenceOnly)
+    let descriptor: FactorDescriptor
+
+    /// `offerAfterLogin`: offered after a login, as the fingerprint is.
+    init(offerAfterLogin: Bool = false) {
+        descriptor = FactorDescriptor(id: "fake", displayName: LocalizedText(en: "Fake", nb: "Falsk"),
+                                      rank: 10, contribution: .presenceOnly, offerAfterLogin: offerAfterLogin)
+    }
 
     var enrollment: [UInt8] {
         get { state.withLock { $0.enrollment } }

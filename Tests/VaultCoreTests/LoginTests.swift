@@ -352,3 +352,36 @@ final class EnrollmentOfferTests: XCTestCase {
         XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "offered" })
     }
 }
+
+/// After an enrollment change the way back is BankID/Vipps, asked for with
+/// `prompt=login` and the provider's re-enrollment level; a weaker login gives
+/// the session but not the fingerprint back (docs/key-hierarchy.md).
+final class ReenrollmentTests: XCTestCase {
+    var fx: Fixture!
+    override func setUpWithError() throws { fx = try Fixture() }
+    override func tearDown() { fx.cleanup() }
+
+    func testReenrollingAfterAChangeNeedsAStrongFreshLogin() async throws {
+        let fake = FakePresenceFactor(offerAfterLogin: true)
+        let bankid = FakeIdentityProvider()
+        let dir = FakeDirectory(providers: [bankid])
+        let vault = try fx.vault([fake], providers: dir)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [true]))
+        XCTAssertEqual(bankid.snapshot.optionsSeen.last, LoginOptions(), "a first login is asked for as usual")
+        await vault.lock(reason: "test")
+        fake.enrollment = [9, 9]   // a finger was added
+        let c = ScriptedClient(confirms: [true], choices: ["bankid"])
+        bankid.set { $0.acr = "urn:bankid:bid;LOA=3" }
+        _ = try await vault.release(account: "bankid", conversation: c)
+        XCTAssertEqual(bankid.snapshot.optionsSeen.last, LoginOptions(reauthenticate: true, acr: "urn:bankid:bid;LOA=4"),
+                       "the fallback login after a change is sent with prompt=login and the re-enrollment level")
+        XCTAssertTrue(c.shown.contains(Messages.reenrollNeedsStrongLogin.en), "a weaker login says why: \(c.shown)")
+        XCTAssertTrue(c.confirmQuestions.isEmpty, "and does not offer the fingerprint")
+        let weak = try? await vault.enroll("fake", conversation: ScriptedClient())
+        XCTAssertNil(weak, "enrolling directly is refused too")
+
+        bankid.set { $0.acr = "urn:bankid:bid;LOA=4" }
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [true]))
+        XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "fake" }, "a strong fresh login turns it back on")
+    }
+}
