@@ -28,6 +28,7 @@
  *   BUG_COUNT_AFTER_CHECK       the PIN is checked, then a failure is counted
  *   BUG_LOCKOUT_AFTER_CHECK     the count is written before the check, the lockout after it
  *   BUG_LOGIN_SLOT_WRAPS_VK     the login row wraps VK under DK + stored identity (the old design)
+ *   BUG_FP_SLOT_WRAPS_VK        the fingerprint row wraps VK under DK + the digest (the old design)
  *   BUG_ENROLL_TWO_TXNS         enrolling a PIN writes `pin`, then deletes `device`, in two transactions
  *   BUG_DELETE_LAST_SLOT        disabling the PIN counts the fingerprint as a remaining
  *                               way in and does not put `device` back
@@ -61,6 +62,11 @@
 #else
 #define LOGIN_ROW_OPENS_VK 0
 #endif
+#ifdef BUG_FP_SLOT_WRAPS_VK
+#define FP_ROW_OPENS_VK 1
+#else
+#define FP_ROW_OPENS_VK 0
+#endif
 
 /* disk */
 bit  dev_slot, pin_slot;        /* the one slot that wraps VK */
@@ -90,6 +96,24 @@ ltl pin_lockout_holds             { [] !bad_lockout }
 ltl dk_and_disk_open_nothing      { [] !attacker_won }
 ltl no_dead_end                   { [] <> working }
 ltl old_sessions_reachable        { [] <> vk_mem }
+
+/* Witnesses (built with -DWITNESS): steps the model as designed must reach,
+ * or the properties above could hold only because what matters never happens.
+ * Each claim below must be violated. */
+#ifdef WITNESS
+byte seen;
+#define W(bit) seen = seen | (1 << bit)
+ltl w_pin_opens          { [] !(seen & 1) }
+ltl w_lockout_served     { [] !(seen & 2) }
+ltl w_pending_session    { [] !(seen & 4) }
+ltl w_login_opens_device { [] !(seen & 8) }
+ltl w_softbox_opens      { [] !(seen & 16) }
+ltl w_enrollment_change  { [] !(seen & 32) }
+ltl w_fallback           { [] !(seen & 64) }
+ltl w_killed_in_attempt  { [] !(seen & 128) }
+#else
+#define W(bit) skip
+#endif
 
 /* A hard unlock (PIN, a login without a PIN, the device slot at start) puts VK
  * in memory and, with a fingerprint set up, (re)fills the soft box. */
@@ -148,14 +172,14 @@ inline pin_attempt(right, budget_ok) {
   atomic {
     if
     :: e == epoch -> check_pin(); ok = right
-    :: else -> ok = 0; e = 255            /* vaultd died: nothing was checked */
+    :: else -> ok = 0; e = 255; W(7)      /* vaultd died: nothing was checked */
     fi
   }
   atomic {
     if
     :: e == epoch && ok ->                 /* right: reset count and lockout, open */
        count = 0; lockout = 0; owed = 0;
-       hard_open(); rk_mem = 0
+       hard_open(); rk_mem = 0; W(0)
     :: e == epoch && !ok ->
 #ifdef BUG_COUNT_AFTER_CHECK
        count_attempt();
@@ -174,17 +198,17 @@ inline pin_attempt(right, budget_ok) {
 
 /* A verified BankID/Vipps login reaches adopt (the provider's flow before it
  * stores nothing, so a crash during it is a login that never happened). */
-inline owner_login(strong) {
-  if :: strong -> strong_run = 1 :: else -> skip fi;
+inline owner_login() {
+  if :: strong_run = 1 :: skip fi;        /* the login met reenroll_min_acr, or not */
   if
   :: vk_mem ->                            /* stored under VK, released */
      fill_softbox(); working = 1
   :: !vk_mem && LOGIN_ROW_OPENS_VK ->     /* (mutant) the login row opens VK */
      hard_open(); working = 1
   :: !vk_mem && !LOGIN_ROW_OPENS_VK && pin_slot ->
-     rk_mem = 1; working = 1              /* new session under RK, released; old ones wait for the PIN */
+     rk_mem = 1; working = 1; W(2)        /* new session under RK, released; old ones wait for the PIN */
   :: !vk_mem && !LOGIN_ROW_OPENS_VK && !pin_slot && dev_slot ->
-     hard_open(); working = 1             /* no PIN: the same person opens VK through `device` */
+     hard_open(); working = 1; W(3)       /* no PIN: the same person opens VK through `device` */
   :: !vk_mem && !LOGIN_ROW_OPENS_VK && !pin_slot && !dev_slot ->
      skip                                 /* nothing opens VK and no new VK is made silently: refused */
   fi
@@ -201,24 +225,26 @@ inline release_old() {
 }
 
 /* A fingerprint scan while locked. */
-inline scan(match) {
+inline scan() {
   if
-  :: match ->
+  :: true ->                              /* the enrolled finger */
      if
      :: SOFTBOX_OPENS ->
         if :: !(fp_rec && fp_dig == reader) -> bad_fp_open = 1 :: else -> skip fi;
-        vk_mem = 1; fp_fails = 0
+        vk_mem = 1; fp_fails = 0; W(4)
      :: !(SOFTBOX_OPENS) && fp_dig != reader ->
         /* the record's MAC is good and its digest differs: an enrollment change.
          * Clear the record, wipe the soft box, go to BankID/Vipps. */
-        fp_rec = 0; fp_dig = 0; stale = 1; fp_fails = 0; wipe_softbox()
-     :: !(SOFTBOX_OPENS) && fp_dig == reader ->
+        fp_rec = 0; fp_dig = 0; stale = 1; fp_fails = 0; wipe_softbox(); W(5)
+     :: !(SOFTBOX_OPENS) && fp_dig == reader && FP_ROW_OPENS_VK ->
+        hard_open()                       /* (mutant) the record opens VK at rest */
+     :: !(SOFTBOX_OPENS) && fp_dig == reader && !FP_ROW_OPENS_VK ->
         skip                              /* no soft box: the PIN or a login is needed once */
      fi
-  :: !match ->
+  :: true ->                              /* another finger */
      fp_fails++;
      if
-     :: fp_fails >= FP_TRIES -> fp_fails = 0; wipe_softbox()   /* the fallback */
+     :: fp_fails >= FP_TRIES -> fp_fails = 0; wipe_softbox(); W(6)   /* the fallback */
      :: else -> skip
      fi
   fi
@@ -228,10 +254,9 @@ proctype Owner() {
   byte e; bit ok;
 end:
   do
-  :: atomic { !working -> owner_login(1) }
-  :: atomic { !working -> owner_login(0) }
+  :: atomic { !working -> owner_login() }
   :: pin_attempt(1, 1)
-  :: atomic { lockout -> lockout = 0; owed = 0 }      /* waits the lockout out */
+  :: atomic { lockout -> lockout = 0; owed = 0; W(1) }   /* waits the lockout out */
   :: atomic { vk_mem && !working -> release_old() }
   od
 }
@@ -241,8 +266,7 @@ proctype Env() {
 end:
   do
   :: pin_attempt(0, wrong_left > 0)    /* someone guesses a wrong PIN */
-  :: atomic { fp_rec && !vk_mem -> scan(1) }           /* the enrolled finger */
-  :: atomic { fp_rec && !vk_mem -> scan(0) }           /* another finger */
+  :: atomic { fp_rec && !vk_mem -> scan() }            /* a scan */
   :: atomic { reader < MAXDIG -> reader++ }            /* the enrollment changes */
   :: atomic { softbox -> wipe_softbox() }              /* fingerprint_max_hours */
   :: atomic { lockout -> lockout = 0; owed = 0 }     /* time passes */
@@ -285,7 +309,8 @@ proctype OfflineAttacker() {
   atomic {
     if
     :: pin_slot && dev_slot -> attacker_won = 1              /* `device` opens with DK alone */
-    :: pin_slot && !dev_slot && LOGIN_ROW_OPENS_VK -> attacker_won = 1
+    :: pin_slot && !dev_slot && LOGIN_ROW_OPENS_VK -> attacker_won = 1   /* stored identity */
+    :: pin_slot && !dev_slot && fp_rec && FP_ROW_OPENS_VK -> attacker_won = 1   /* stored digest */
     :: else -> skip   /* `pin` needs the PIN; fingerprint and login rows hold no key;
                          a waiting session's RK is sealed to VK's public key */
     fi
