@@ -183,7 +183,6 @@ inline pin_attempt(right, budget_ok) {
     :: e == epoch && !ok ->
 #ifdef BUG_COUNT_AFTER_CHECK
        count_attempt();
-       lockout = (count >= FREE);
 #endif
 #ifdef BUG_LOCKOUT_AFTER_CHECK
        lockout = (count >= FREE);
