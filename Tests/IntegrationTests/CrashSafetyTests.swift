@@ -74,4 +74,21 @@ final class CrashSafetyTests: VaultdTestCase {
         XCTAssertEqual(script.secretPrompts, 2)
         XCTAssertEqual(try pinFactor(v)["state"], "enabled")
     }
+
+    /// The lockout a failure brings is written with the count, before the
+    /// check: an attempt killed during the check that reaches the limit leaves
+    /// vaultd locked out after the restart, not one guess short of it.
+    func testKilledAttemptThatReachesTheLimitLeavesTheLockout() throws {
+        let v = try startVaultd(config: "[pin]\nargon_memory_mib = 64\nfree_attempts = 2\nfirst_delay = 600\nmax_delay = 600\n")
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let (first, _) = try unlock(v, pins: ["000001"])
+        XCTAssertEqual(first.errorCode, "cancelled", "the first wrong PIN is free: \(first.text)")
+
+        try crashMidAttempt(v, pin: "000002")
+        XCTAssertEqual(try pinFactor(v)["state"], "locked_out", "the killed attempt's lockout was written before the check")
+        let (r, script) = try unlock(v, pins: [Self.pin])
+        XCTAssertEqual(r.errorCode, "locked_out", r.text)
+        XCTAssertEqual(script.secretPrompts, 0, "no guess is taken while locked out")
+    }
 }
