@@ -204,7 +204,7 @@ extension Vault {
     /// can open this vault, and run the chosen one.
     func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
         let candidates = providers.loginProviders
-        guard !candidates.isEmpty else { return .failure(failure ?? .locked(factors: lockedFactorList())) }
+        guard !candidates.isEmpty else { return .failure(failure ?? lockedFailure()) }
         let names = candidates.map(\.displayName).joined(separator: " / ")
         var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
         options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
@@ -213,7 +213,7 @@ extension Vault {
             choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
                                                                  nb: "Logg inn med \(names) for å fortsette."), options: options)
         } catch {
-            return .failure(error == .notInteractive ? (failure ?? .locked(factors: lockedFactorList())) : VaultFailure(.cancelled))
+            return .failure(error == .notInteractive ? (failure ?? lockedFailure()) : VaultFailure(.cancelled))
         }
         guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {

@@ -63,7 +63,7 @@ extension Vault {
                 result = .failure(VaultFailure(.noSession))
             }
         } else {
-            result = .failure(.locked(factors: lockedFactorList()))
+            result = .failure(lockedFailure())
         }
         for waiter in table.finishRefresh(id) { waiter(result) }
     }

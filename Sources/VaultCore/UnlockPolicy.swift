@@ -20,6 +20,17 @@ extension Vault {
     /// factor only while its soft box lives, then the PIN, then every login.
     func lockedFactorList() -> [String] { usableFactors.map(\.rawValue) + providers.loginProviders.map(\.id) }
 
+    /// The `locked` answer, with the factors to try and a next step that works:
+    /// when no slot can open the vault key any more, the login (a new session)
+    /// and `vaultctl reset`, never a way that cannot work.
+    func lockedFailure() -> VaultFailure {
+        guard slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) else {
+            return VaultFailure(.locked, message: Messages.vaultUnopenable,
+                                extra: ["factors": .array(providers.loginProviders.map { .string($0.id) })])
+        }
+        return .locked(factors: lockedFactorList())
+    }
+
     /// Enrolled factors that can open the vault now, in policy order.
     var usableFactors: [FactorID] {
         enrolledFactors.filter { id in
@@ -33,7 +44,7 @@ extension Vault {
         if let factor, factors[factor] == nil, let provider = providers.loginProviders.first(where: { $0.id == factor.rawValue }) {
             // `unlock bankid`: a fresh login with that provider.
             guard vaultKey == nil else { return }
-            guard conversation.isInteractive else { throw .locked(factors: lockedFactorList()) }
+            guard conversation.isInteractive else { throw lockedFailure() }
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
             return
@@ -54,7 +65,7 @@ extension Vault {
             try await running.value.get()
             return
         }
-        guard conversation.isInteractive else { throw .locked(factors: lockedFactorList()) }
+        guard conversation.isInteractive else { throw lockedFailure() }
         let task = Task { await self.runPolicy(conversation, preferred: preferred) }
         pendingUnlock = task
         let result = await task.value
@@ -95,7 +106,7 @@ extension Vault {
         if loginFallback {
             return await unlockByLogin(conversation, after: last)
         }
-        return .failure(last ?? .locked(factors: lockedFactorList()))
+        return .failure(last ?? lockedFailure())
     }
 
     func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation) async -> Attempt {
@@ -114,7 +125,7 @@ extension Vault {
                 proof = try await factor.verify(conversation, slot: EnrolledSlot(
                     factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
             } catch {
-                if error == .notInteractive { return .stop(.locked(factors: lockedFactorList())) }
+                if error == .notInteractive { return .stop(lockedFailure()) }
                 // Too many failed scans is the fingerprint fallback: after it the
                 // PIN or a login is needed once before it reopens the vault (as on phones).
                 if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
@@ -251,7 +262,7 @@ extension Vault {
                 extra: ["attempts_left": 0])
         case .unavailable(let reason): return VaultFailure(.factorUnavailable, message: reason)
         case .rejected(let reason): return VaultFailure(.badRequest, message: reason)
-        case .notInteractive: return .locked(factors: lockedFactorList())
+        case .notInteractive: return lockedFailure()
         case .timeout:
             return VaultFailure(.timeout, message: LocalizedText(
                 en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen."))
@@ -300,7 +311,7 @@ extension Vault {
             audit.record("enroll", factor: id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
             throw failure(from: error)
         }
-        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        guard let vk = vaultKey else { throw lockedFailure() }
         let row: KeyslotRow
         do {
             if d.contribution == .lowEntropySecret {
@@ -363,7 +374,7 @@ extension Vault {
             }
             guard yes else { throw VaultFailure(.cancelled) }
         }
-        guard let vk = vaultKey else { throw .locked(factors: lockedFactorList()) }
+        guard let vk = vaultKey else { throw lockedFailure() }
         var put: [KeyslotRow] = []
         let otherWraps = slots.values.filter { $0.id != id.rawValue && Keyslot.isWrap($0, secretFactors: secretFactors) }
         if otherWraps.isEmpty {

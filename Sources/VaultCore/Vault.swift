@@ -422,7 +422,7 @@ public actor Vault {
         // Re-resolve: the state may have changed while we waited for the person.
         let id = try table.pick(account)
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
-        guard let key = entry.key(vaultKey: vaultKey) else { throw .locked(factors: lockedFactorList()) }
+        guard let key = entry.key(vaultKey: vaultKey) else { throw lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
         await offerPendingReenrollment(conversation)
         return released

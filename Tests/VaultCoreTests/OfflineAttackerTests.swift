@@ -186,6 +186,9 @@ final class NoDeadEndTests: XCTestCase {
         XCTAssertTrue(locked)
         XCTAssertEqual(try fx.store.keyslots().count, 0, "no device slot was made up")
         XCTAssertEqual(try fx.store.sessions().map(\.sealedSecret), sealedBefore, "the sealed sessions are kept as they were")
+        let answer = await failure { _ = try await reopened.release(account: "a", conversation: SilentConversation()) }
+        XCTAssertEqual(answer?.code, .locked)
+        XCTAssertEqual(answer?.message, Messages.vaultUnopenable, "the next step names what works: a login, or reset")
 
         let declined = ScriptedClient(confirms: [false])
         let c = try? await reopened.reset(confirmed: false, conversation: declined)
@@ -254,6 +257,10 @@ final class NoDeadEndTests: XCTestCase {
             let c = await failureCode { _ = try await reopened.release(account: "a", conversation: SilentConversation()) }
             XCTAssertEqual(c, .internal, "version \(version): the old token is never served")
         }
+    }
+
+    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
     }
 
     func failureCode(_ body: () async throws -> Void) async -> ErrorCode? {
