@@ -219,8 +219,7 @@ extension Vault {
         do {
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
-            return vaultKey != nil ? .success(()) : .failure(VaultFailure(.locked, message: Messages.loggedInOthersWaitForPIN,
-                                                                          extra: ["factors": .array(lockedFactorList().map { .string($0) })]))
+            return vaultKey != nil ? .success(()) : .failure(loggedInButLocked())
         } catch {
             return .failure(error)
         }

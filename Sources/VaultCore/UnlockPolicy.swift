@@ -31,6 +31,12 @@ extension Vault {
         return .locked(factors: lockedFactorList())
     }
 
+    /// After a login at a locked vault with a PIN: its session works, the vault stays locked.
+    func loggedInButLocked() -> VaultFailure {
+        VaultFailure(.locked, message: Messages.loggedInOthersWaitForPIN,
+                     extra: ["factors": .array(lockedFactorList().map { .string($0) })])
+    }
+
     /// Enrolled factors that can open the vault now, in policy order.
     var usableFactors: [FactorID] {
         enrolledFactors.filter { id in
@@ -47,6 +53,8 @@ extension Vault {
             guard conversation.isInteractive else { throw lockedFailure() }
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
+            // With a PIN the login gave its own session, not the vault key.
+            if vaultKey == nil { throw loggedInButLocked() }
             return
         }
         if let factor {
@@ -89,7 +97,12 @@ extension Vault {
             case .opened(let vk):
                 failedBeforeFallback = []
                 // The PIN opens the vault for good; a presence factor only reopens it.
-                if factor.descriptor.contribution == .presenceOnly { table.setVaultKey(vk, now: now()) } else { openHard(vk) }
+                if factor.descriptor.contribution == .presenceOnly {
+                    table.setVaultKey(vk, now: now())
+                    resealWaitingSessions(vk)
+                } else {
+                    openHard(vk)
+                }
                 touch()
                 audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
                 return .success(())

@@ -398,7 +398,7 @@ public actor Vault {
         return table.allEntries().values.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
-                        hasRefreshToken: e.meta.hasRefreshToken, waiting: e.key(vaultKey: vk) == nil ? waiting : nil)
+                        hasRefreshToken: e.meta.hasRefreshToken, waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
         }.sorted { $0.account < $1.account }
     }
 
@@ -421,6 +421,8 @@ public actor Vault {
         }
         // Re-resolve: the state may have changed while we waited for the person.
         let id = try table.pick(account)
+        // Stored while the vault key was away, and its record key wiped by a lock since.
+        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { resealWaitingSessions(vk) }
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
         guard let key = entry.key(vaultKey: vaultKey) else { throw lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)

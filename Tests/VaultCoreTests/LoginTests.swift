@@ -385,3 +385,33 @@ final class ReenrollmentTests: XCTestCase {
         XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "fake" }, "a strong fresh login turns it back on")
     }
 }
+
+extension ReenrollmentTests {
+    /// A session stored by a login while locked waits for the vault key once its
+    /// record key is wiped by a lock; whatever opens the vault key next (here the
+    /// fingerprint's soft unlock) opens it too, and `unlock bankid` says the
+    /// vault stayed locked.
+    func testASessionStoredWhileLockedOpensWithTheVaultKeyAfterALock() async throws {
+        let fake = FakePresenceFactor()
+        let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 5, firstDelay: 30, maxDelay: 120))
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([fake, pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        var answer: VaultFailure?
+        do { try await vault.unlock(factor: "bankid", conversation: ScriptedClient()) } catch { answer = error }
+        XCTAssertEqual(answer?.code, .locked)
+        XCTAssertEqual(answer?.message, Messages.loggedInOthersWaitForPIN)
+        let fresh = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(fresh.accessToken, "AT-bankid-1")
+
+        await vault.lock(reason: "test")
+        let waiting = await vault.accounts().first { $0.account == "bankid" }?.waiting
+        XCTAssertEqual(waiting, Messages.sessionWaitsForPIN, "a lock wipes the record key")
+        try await vault.unlock(factor: nil, conversation: ScriptedClient())   // the soft unlock
+        let again = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(again.accessToken, "AT-bankid-1")
+    }
+}
