@@ -323,8 +323,9 @@ final class ExternalFactorTests: XCTestCase {
         // Pipes by descriptor and inode, not a count: earlier tests in this process may still be closing their
         // own descriptors while this one runs (ASan's slower runner showed the count fall by ten), which a count
         // would read as a pass or a leak by chance. A pipe that is open now and was not before is ours.
-        func openPipes() -> Set<String> {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        // An unreadable /proc/self/fd throws: two empty listings would compare equal and pass.
+        func openPipes() throws -> Set<String> {
+            let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")
             return Set(names.compactMap { name in
                 guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
                       target.hasPrefix("pipe:") else { return nil }
@@ -332,13 +333,13 @@ final class ExternalFactorTests: XCTestCase {
             })
         }
         _ = await verifyError(factor)   // warm up lazily opened descriptors
-        let before = openPipes()
+        let before = try openPipes()
         for mode in ["normal", "crash", "garbage", "exit", "error:no_match"] {
             try sandbox.update(["mode": ["unlock": mode]])
             _ = await verifyError(factor)
             _ = await verifyError(factor, ScriptedClient([.cancel]))
         }
-        XCTAssertEqual(openPipes().subtracting(before), [], "every pipe is closed after each run")
+        XCTAssertEqual(try openPipes().subtracting(before), [], "every pipe is closed after each run")
     }
 
     func testBindingAndEnrollmentStateTravelBothWays() async throws {

@@ -34,7 +34,7 @@ final class FPStubToolTests: TempDirTestCase {
     @discardableResult
     func tool(_ args: String..., state: Bool = true, env extra: [String: String] = [:]) throws -> Run {
         guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
-            throw XCTSkip("vault-fpstub is not built (looked for \(Self.binary)); run swift build first")
+            throw cannotRunHere("vault-fpstub is not built (looked for \(Self.binary)); run swift build first")
         }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.binary)
