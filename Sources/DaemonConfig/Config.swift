@@ -63,6 +63,8 @@ public struct FileConfig: Codable, Sendable {
         /// (default: $XDG_DATA_HOME/sessionvault/plugins).
         public var dir: String?
         public var probe_timeout: Int?
+        /// Seconds a plugin's probe answer is reused by `status` and `factors` (0 = never).
+        public var probe_cache: Int?
         public var timeout: Int?
     }
 

@@ -116,11 +116,15 @@ struct VaultDaemon: AsyncParsableCommand {
         }
         // External factors (docs/plugins.md): unsafe files are refused with a logged reason.
         let pluginDir = file.plugins?.dir ?? dataDir + "/plugins"
+        if let seconds = file.plugins?.probe_cache, seconds < 0 {
+            Self.fail(Messages.configInvalid, detail: "plugins.probe_cache must be 0 (never reuse) or more seconds", language: language, code: 2)
+        }
         if FileManager.default.fileExists(atPath: pluginDir) {
             let pluginLogger = logger
             let options = ExternalFactor.Options(
                 timeouts: .init(probe: .seconds(file.plugins?.probe_timeout ?? 5), operation: .seconds(file.plugins?.timeout ?? 60)),
                 throttle: throttle,
+                probeCacheTime: .seconds(file.plugins?.probe_cache ?? 5),
                 log: { record in
                     let level: Logger.Level = record.level == .error ? .error : record.level == .warning ? .warning : record.level == .info ? .info : .debug
                     pluginLogger.log(level: level, "\(record.message)", metadata: record.metadata.mapValues { .string($0) })

@@ -56,6 +56,48 @@ final class ExternalFactorTests: XCTestCase {
                        "secret plugins get the vault's throttle")
     }
 
+    // MARK: - Probe cache
+
+    func testProbesWithinTheCacheTimeStartThePluginOnce() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .seconds(600)))
+        XCTAssertEqual(sandbox.runs(), ["probe"], "discovery probes once")
+        for _ in 0..<10 {
+            let presence = await factor.probe()
+            XCTAssertEqual(presence, .available)
+        }
+        // A copy (vaultd keeps the factor in more than one place) shares the answer.
+        let copy = factor
+        _ = await copy.probe()
+        XCTAssertEqual(sandbox.runs(), ["probe"], "the probe that loaded the plugin answers every probe within the cache time")
+        // The price: a change shows only when the answer expires.
+        try sandbox.update(["mode": "unavailable"])
+        let stale = await factor.probe()
+        XCTAssertEqual(stale, .available)
+    }
+
+    func testAnExpiredProbeRunsAgainOnceForConcurrentCallers() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .milliseconds(300)))
+        try sandbox.update(["mode": "unavailable"])
+        try await Task.sleep(for: .milliseconds(400))
+        let answers = await withTaskGroup(of: FactorPresence.self) { group in
+            for _ in 0..<8 { group.addTask { await factor.probe() } }
+            var all: [FactorPresence] = []
+            for await a in group { all.append(a) }
+            return all
+        }
+        XCTAssertEqual(sandbox.runs(), ["probe", "probe"], "eight probes at once after expiry: one plugin start")
+        XCTAssertTrue(answers.allSatisfy { if case .unavailable = $0 { true } else { false } }, "\(answers)")
+    }
+
+    func testWithoutACacheEveryProbeStartsThePlugin() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .zero))
+        for _ in 0..<3 { _ = await factor.probe() }
+        XCTAssertEqual(sandbox.runs().count, 4)
+    }
+
     func testAMissingDirectoryHoldsNoPluginsAndIsNoError() async {
         let found = await ExternalFactor.discover(directory: sandbox.root + "/nope", options: sandbox.options())
         XCTAssertTrue(found.factors.isEmpty)

@@ -45,6 +45,7 @@ final class DaemonConfigTests: XCTestCase {
         XCTAssertNotNil(c.providers?["bankid"]?.client_id)
         XCTAssertEqual(c.fingerprint?.reader, "none", "the guide shows the default: no reader")
         XCTAssertEqual(c.fingerprint?.allow_stub_reader, true)
+        XCTAssertNotNil(c.plugins?.probe_cache)
     }
 
     func testAMistypedSettingIsRefusedNotIgnored() {
