@@ -155,7 +155,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-fpstub", dependencies: [
-            "FingerprintFactor",
+            "FingerprintFactor", "DaemonConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [

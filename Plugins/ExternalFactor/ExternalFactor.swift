@@ -56,18 +56,25 @@ public struct ExternalFactor: UnlockFactor {
         /// Owners a plugin file and its directory may have: us, and root (a
         /// package-managed plugin directory; root can replace anything anyway).
         public var trustedOwners: Set<uid_t>
+        /// How long a probe's answer is reused. `status` and `factors` probe
+        /// every factor, and a client polling them would otherwise start every
+        /// plugin on every call; the price is that a key plugged in or pulled
+        /// out shows up to this much later. Zero: every probe runs the plugin.
+        public var probeCacheTime: Duration
         public var log: @Sendable (LogRecord) -> Void
 
         public init(timeouts: Timeouts = Timeouts(), throttle: ThrottlePolicy = ThrottlePolicy(),
                     environment: [String: String] = [:],
                     reservedNames: Set<String> = ["pin", "fingerprint", "oidc", "device"],
                     trustedOwners: Set<uid_t> = [geteuid(), 0],
+                    probeCacheTime: Duration = .seconds(5),
                     log: @escaping @Sendable (LogRecord) -> Void = { _ in }) {
             self.timeouts = timeouts
             self.throttle = throttle
             self.environment = environment
             self.reservedNames = reservedNames
             self.trustedOwners = trustedOwners
+            self.probeCacheTime = probeCacheTime
             self.log = log
         }
     }
@@ -79,6 +86,8 @@ public struct ExternalFactor: UnlockFactor {
     /// The resolved path that is run.
     public let executable: String
     public let options: Options
+    /// Shared by every copy of this factor.
+    let probeCache: ProbeCache
 
     init(name: String, executable: String, probed: PluginDescriptor, options: Options) {
         self.name = name
@@ -87,11 +96,20 @@ public struct ExternalFactor: UnlockFactor {
         self.descriptor = FactorDescriptor(
             id: FactorID(name), displayName: probed.name, rank: probed.rank, contribution: probed.contribution,
             throttle: probed.contribution == .lowEntropySecret ? options.throttle : nil)
+        // The probe that loaded the plugin counts as its first answer.
+        let unavailable = probed.reason
+            ?? PluginRunner(name: name, executable: executable, displayName: probed.name, options: options).sentence(.unavailable)
+        self.probeCache = ProbeCache(lifetime: options.probeCacheTime, seed: probed.available ? .available : .unavailable(unavailable))
     }
 
     // MARK: - UnlockFactor
 
+    /// The plugin's `probe`, run at most once per `Options.probeCacheTime`.
     public func probe() async -> FactorPresence {
+        await probeCache.presence { [self] in await runProbe() }
+    }
+
+    func runProbe() async -> FactorPresence {
         do {
             guard case .descriptor(let d) = try await runner.run(.probe, conversation: nil, slot: nil) else {
                 return .unavailable(runner.sentence(.garbled))

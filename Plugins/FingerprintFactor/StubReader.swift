@@ -15,6 +15,10 @@ import Darwin
 /// removing and re-adding the same finger *is* a change), and a queue of scripted
 /// scan outcomes. No file means no reader.
 ///
+/// Any program running as the user can write that file and so make the reader
+/// report a match: it is a simulation for demos and tests, never a production
+/// reader (vaultd runs it only with `--demo` or `allow_stub_reader = true`).
+///
 /// Every change takes an exclusive `flock` on `<path>.lock`, reads the file,
 /// and writes a complete new file beside it that is then renamed over the old
 /// one; readers therefore never see half a file and need no lock.
@@ -24,18 +28,11 @@ public struct StubReader: FingerprintReader {
     /// How often a waiting scan looks at the file.
     public let pollInterval: Duration
 
-    /// `path` nil: `$SESSIONVAULT_FPSTUB`, else `$XDG_RUNTIME_DIR/sessionvault/fpstub.json`.
-    public init(path: String? = nil, pollInterval: Duration = .milliseconds(20)) {
-        self.path = path ?? StubReader.defaultPath()
+    /// `path`: the state file; vaultd and vault-fpstub find the same one with
+    /// `Paths.stubReaderState` (DaemonConfig).
+    public init(path: String, pollInterval: Duration = .milliseconds(20)) {
+        self.path = path
         self.pollInterval = pollInterval
-    }
-
-    /// `$SESSIONVAULT_FPSTUB`, else `$XDG_RUNTIME_DIR/sessionvault/fpstub.json`,
-    /// else `/tmp/sessionvault-UID/fpstub.json` (as vaultd does for its socket).
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let p = environment["SESSIONVAULT_FPSTUB"], !p.isEmpty { return p }
-        if let r = environment["XDG_RUNTIME_DIR"], !r.isEmpty { return r + "/sessionvault/fpstub.json" }
-        return "/tmp/sessionvault-\(getuid())/fpstub.json"
     }
 
     /// The lock file that serializes changes.

@@ -69,13 +69,19 @@ public struct FileConfig: Codable, Sendable {
         /// (default: $XDG_DATA_HOME/sessionvault/plugins).
         public var dir: String?
         public var probe_timeout: Int?
+        /// Seconds a plugin's probe answer is reused by `status` and `factors` (0 = never).
+        public var probe_cache: Int?
         public var timeout: Int?
     }
 
     public struct FingerprintSection: Codable, Sendable {
-        /// "stub" (the simulated sensor; the default) or "none". fprintd comes later.
+        /// "none" (the default) or "stub" (the simulated sensor). fprintd comes later.
         public var reader: String?
+        /// The stub's state file (default: DATA_DIR/fpstub.json; see `Paths.stubReaderState`).
         public var stub_state: String?
+        /// The stub is a simulation any program of the user can drive: outside
+        /// `vaultd --demo` it runs only when this is true.
+        public var allow_stub_reader: Bool?
         public var scan_timeout: Int?
     }
 
@@ -283,6 +289,20 @@ public struct Paths {
     public static func defaultDataDir() -> String {
         let base = env("XDG_DATA_HOME") ?? home() + "/.local/share"
         return base + "/sessionvault"
+    }
+
+    /// The data directory: the flag, `SESSIONVAULT_DATA_DIR`, the config's `data_dir`, the XDG default.
+    public static func dataDir(flag: String?, config: FileConfig) -> String {
+        flag ?? env("SESSIONVAULT_DATA_DIR") ?? config.data_dir ?? defaultDataDir()
+    }
+
+    /// The stub fingerprint reader's state file, as vaultd and vault-fpstub both
+    /// find it: `SESSIONVAULT_FPSTUB`, the config's `stub_state`, else
+    /// `DATA_DIR/fpstub.json`. Any program of the user can write the file
+    /// wherever it is (hence the opt-in); the default keeps it out of the
+    /// socket directory, which holds vaultd's socket and nothing else.
+    public static func stubReaderState(config: FileConfig, dataDir: String) -> String {
+        env("SESSIONVAULT_FPSTUB") ?? config.fingerprint?.stub_state ?? dataDir + "/fpstub.json"
     }
 
     /// `$XDG_RUNTIME_DIR/sessionvault/vault.sock`; without a runtime dir, a

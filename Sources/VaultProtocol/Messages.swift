@@ -232,6 +232,9 @@ public enum Messages {
     public static let socketPathUnsafe = LocalizedText(
         en: "The socket path is not safe (a link, or owned by another user). Remove it and start vaultd again.",
         nb: "Stien til socketen er ikke trygg (en lenke, eller eid av en annen bruker). Fjern den og start vaultd igjen.")
+    public static let stubReaderNotAllowed = LocalizedText(
+        en: "The configuration asks for the stub fingerprint reader, a simulation that any program running as you can make report a match. Remove reader = \"stub\" from [fingerprint] (the default is \"none\"), or, for a test or demo only, add allow_stub_reader = true; then start vaultd again.",
+        nb: "Konfigurasjonen ber om den simulerte fingeravtrykkleseren (stub), som ethvert program som kjører som deg, kan få til å melde treff. Fjern reader = \"stub\" fra [fingerprint] (standard er \"none\"), eller, bare for test eller demo, legg til allow_stub_reader = true; start så vaultd igjen.")
     public static let configInvalid = LocalizedText(
         en: "The configuration file has an error. Fix the line named below and start vaultd again.",
         nb: "Konfigurasjonsfilen har en feil. Rett linjen som er nevnt nedenfor, og start vaultd igjen.")

@@ -324,7 +324,7 @@ final class Daemon {
         socket = dir + "/run/vault.sock"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         Children.shared.add(dir: dir)
-        try (config ?? "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n[fingerprint]\nreader = \"stub\"\nstub_state = \"\(dir)/fpstub.json\"\n")
+        try (config ?? "idle_timeout = 0\n[pin]\nargon_memory_mib = 64\nargon_ops = 2\n[fingerprint]\nreader = \"stub\"\nallow_stub_reader = true\nstub_state = \"\(dir)/fpstub.json\"\n")
             .write(toFile: dir + "/config.toml", atomically: true, encoding: .utf8)
         try start()
     }

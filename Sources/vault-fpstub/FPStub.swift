@@ -1,4 +1,5 @@
 import ArgumentParser
+import DaemonConfig
 import FingerprintFactor
 import Foundation
 
@@ -10,7 +11,9 @@ struct FPStub: ParsableCommand {
         commandName: "vault-fpstub",
         abstract: "Drive the simulated fingerprint reader: plug it in, enroll fingers, script scan outcomes.",
         discussion: """
-            The state file is --state, else $SESSIONVAULT_FPSTUB, else $XDG_RUNTIME_DIR/sessionvault/fpstub.json. \
+            The state file is --state, else $SESSIONVAULT_FPSTUB, else the config's [fingerprint] stub_state, \
+            else fpstub.json in vaultd's data directory ($SESSIONVAULT_DATA_DIR, the config's data_dir, or \
+            $XDG_DATA_HOME/sessionvault), the file vaultd reads. \
             No state file means no reader. Exit codes: 0 done; 1 failed (no reader, unknown finger, unreadable \
             state); 2 wrong usage.
             """,
@@ -44,7 +47,27 @@ struct StateOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The stub reader's state file.", valueName: "path"))
     var state: String?
 
-    var reader: StubReader { StubReader(path: state) }
+    /// The reader at `--state`, else where vaultd looks for it (its config read as vaultd reads it).
+    var reader: StubReader {
+        get throws {
+            if let state { return StubReader(path: state) }
+            let config: FileConfig
+            do {
+                config = try FileConfig.load(path: Paths.defaultConfigFile())
+            } catch {
+                throw ConfigUnreadable(detail: error.detail)
+            }
+            return StubReader(path: Paths.stubReaderState(config: config, dataDir: Paths.dataDir(flag: nil, config: config)))
+        }
+    }
+}
+
+/// vaultd's config could not be read, so the state file it names is unknown.
+struct ConfigUnreadable: Error, CustomStringConvertible {
+    var detail: String
+    var description: String {
+        "vaultd's config file has an error, so the stub reader's state file is unknown: \(detail). Fix it, or name the file with --state."
+    }
 }
 
 struct Plug: ParsableCommand {
@@ -52,7 +75,7 @@ struct Plug: ParsableCommand {
     @OptionGroup var options: StateOptions
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         let existed = try reader.load() != nil
         let state = try reader.plug()
         if existed {
@@ -69,7 +92,7 @@ struct Unplug: ParsableCommand {
     @OptionGroup var options: StateOptions
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         guard try reader.load() != nil else {
             print("There is no stub reader at \(reader.path); nothing to unplug.")
             return
@@ -90,7 +113,7 @@ struct EnrollFinger: ParsableCommand {
     func validate() throws { try validateFinger(name) }
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         let again = try reader.load()?.fingers[name] != nil
         let finger = try reader.enrollFinger(name)
         let template = finger.templateID.prefix(8)
@@ -134,7 +157,7 @@ struct List: ParsableCommand {
     }
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         let state = try reader.load()
         if json {
             let fingers = state?.enrolledFingers ?? []
@@ -192,7 +215,7 @@ struct Next: ParsableCommand {
     }
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         let scan = ScriptedScan(ScriptedScan.Kind(rawValue: outcome) ?? .match, finger: finger)
         try reader.enqueue(scan)
         let state = try reader.load()
@@ -221,7 +244,7 @@ struct Reset: ParsableCommand {
     @OptionGroup var options: StateOptions
 
     func run() throws {
-        let reader = options.reader
+        let reader = try options.reader
         try reader.reset()
         print("The stub reader is removed (\(reader.path)). “vault-fpstub plug” makes a new one.")
     }

@@ -69,7 +69,7 @@ struct VaultDaemon: AsyncParsableCommand {
         }
         let logger = Logger(label: "vaultd")
 
-        let dataDir = dataDir ?? Paths.env("SESSIONVAULT_DATA_DIR") ?? file.data_dir ?? Paths.defaultDataDir()
+        let dataDir = Paths.dataDir(flag: dataDir, config: file)
         let socketPath = socket ?? Paths.env("SESSIONVAULT_SOCKET") ?? file.socket ?? Paths.defaultSocket()
         let keyringKind = keyring ?? file.keyring ?? "secret-service"
 
@@ -95,24 +95,36 @@ struct VaultDaemon: AsyncParsableCommand {
         let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? 5, firstDelay: pin?.first_delay ?? 30,
                                       maxDelay: pin?.max_delay ?? 86_400)
         var factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
-        switch file.fingerprint?.reader ?? "stub" {
-        case "stub":
-            // The simulated sensor (driven by vault-fpstub). Without its state
-            // file there is no reader, and the fingerprint is simply not offered.
-            let reader = StubReader(path: file.fingerprint?.stub_state)
-            factors.append(FingerprintFactor(reader: reader, scanTimeout: .seconds(file.fingerprint?.scan_timeout ?? 30)))
+        switch file.fingerprint?.reader ?? "none" {
         case "none":
             break
+        case "stub":
+            // The simulated sensor (driven by vault-fpstub): any program of the
+            // user can queue a match, so it is for demos and tests only, asked
+            // for twice (reader and opt-in) and announced on every start.
+            guard demo || file.fingerprint?.allow_stub_reader == true else {
+                Self.fail(Messages.stubReaderNotAllowed, detail: "[fingerprint] reader = \"stub\" without allow_stub_reader = true or --demo",
+                          language: language, code: 2)
+            }
+            let reader = StubReader(path: Paths.stubReaderState(config: file, dataDir: dataDir))
+            logger.warning("the fingerprint reader is the stub, a simulation: any program running as this user can make it report a match; never use it for real sessions",
+                           metadata: ["state": "\(reader.path)", "allowed_by": "\(demo ? "--demo" : "allow_stub_reader")"])
+            // Without its state file there is no reader, and the fingerprint is simply not offered.
+            factors.append(FingerprintFactor(reader: reader, scanTimeout: .seconds(file.fingerprint?.scan_timeout ?? 30)))
         default:
-            Self.fail(Messages.configInvalid, detail: "fingerprint.reader must be “stub” or “none”", language: language, code: 2)
+            Self.fail(Messages.configInvalid, detail: "fingerprint.reader must be “none” (the default) or “stub”", language: language, code: 2)
         }
         // External factors (docs/plugins.md): unsafe files are refused with a logged reason.
         let pluginDir = file.plugins?.dir ?? dataDir + "/plugins"
+        if let seconds = file.plugins?.probe_cache, seconds < 0 {
+            Self.fail(Messages.configInvalid, detail: "plugins.probe_cache must be 0 (never reuse) or more seconds", language: language, code: 2)
+        }
         if FileManager.default.fileExists(atPath: pluginDir) {
             let pluginLogger = logger
             let options = ExternalFactor.Options(
                 timeouts: .init(probe: .seconds(file.plugins?.probe_timeout ?? 5), operation: .seconds(file.plugins?.timeout ?? 60)),
                 throttle: throttle,
+                probeCacheTime: .seconds(file.plugins?.probe_cache ?? 5),
                 log: { record in
                     let level: Logger.Level = record.level == .error ? .error : record.level == .warning ? .warning : record.level == .info ? .info : .debug
                     pluginLogger.log(level: level, "\(record.message)", metadata: record.metadata.mapValues { .string($0) })

@@ -56,6 +56,48 @@ final class ExternalFactorTests: XCTestCase {
                        "secret plugins get the vault's throttle")
     }
 
+    // MARK: - Probe cache
+
+    func testProbesWithinTheCacheTimeStartThePluginOnce() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .seconds(600)))
+        XCTAssertEqual(sandbox.runs(), ["probe"], "discovery probes once")
+        for _ in 0..<10 {
+            let presence = await factor.probe()
+            XCTAssertEqual(presence, .available)
+        }
+        // A copy (vaultd keeps the factor in more than one place) shares the answer.
+        let copy = factor
+        _ = await copy.probe()
+        XCTAssertEqual(sandbox.runs(), ["probe"], "the probe that loaded the plugin answers every probe within the cache time")
+        // The price: a change shows only when the answer expires.
+        try sandbox.update(["mode": "unavailable"])
+        let stale = await factor.probe()
+        XCTAssertEqual(stale, .available)
+    }
+
+    func testAnExpiredProbeRunsAgainOnceForConcurrentCallers() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .milliseconds(300)))
+        try sandbox.update(["mode": "unavailable"])
+        try await Task.sleep(for: .milliseconds(400))
+        let answers = await withTaskGroup(of: FactorPresence.self) { group in
+            for _ in 0..<8 { group.addTask { await factor.probe() } }
+            var all: [FactorPresence] = []
+            for await a in group { all.append(a) }
+            return all
+        }
+        XCTAssertEqual(sandbox.runs(), ["probe", "probe"], "eight probes at once after expiry: one plugin start")
+        XCTAssertTrue(answers.allSatisfy { if case .unavailable = $0 { true } else { false } }, "\(answers)")
+    }
+
+    func testWithoutACacheEveryProbeStartsThePlugin() async throws {
+        try sandbox.write(["kind": "presence", "runs_log": sandbox.runsLog])
+        let factor = try await sandbox.load(sandbox.options(probeCache: .zero))
+        for _ in 0..<3 { _ = await factor.probe() }
+        XCTAssertEqual(sandbox.runs().count, 4)
+    }
+
     func testAMissingDirectoryHoldsNoPluginsAndIsNoError() async {
         let found = await ExternalFactor.discover(directory: sandbox.root + "/nope", options: sandbox.options())
         XCTAssertTrue(found.factors.isEmpty)
@@ -323,8 +365,9 @@ final class ExternalFactorTests: XCTestCase {
         // Pipes by descriptor and inode, not a count: earlier tests in this process may still be closing their
         // own descriptors while this one runs (ASan's slower runner showed the count fall by ten), which a count
         // would read as a pass or a leak by chance. A pipe that is open now and was not before is ours.
-        func openPipes() -> Set<String> {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        // An unreadable /proc/self/fd throws: two empty listings would compare equal and pass.
+        func openPipes() throws -> Set<String> {
+            let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")
             return Set(names.compactMap { name in
                 guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
                       target.hasPrefix("pipe:") else { return nil }
@@ -332,13 +375,13 @@ final class ExternalFactorTests: XCTestCase {
             })
         }
         _ = await verifyError(factor)   // warm up lazily opened descriptors
-        let before = openPipes()
+        let before = try openPipes()
         for mode in ["normal", "crash", "garbage", "exit", "error:no_match"] {
             try sandbox.update(["mode": ["unlock": mode]])
             _ = await verifyError(factor)
             _ = await verifyError(factor, ScriptedClient([.cancel]))
         }
-        XCTAssertEqual(openPipes().subtracting(before), [], "every pipe is closed after each run")
+        XCTAssertEqual(try openPipes().subtracting(before), [], "every pipe is closed after each run")
     }
 
     func testBindingAndEnrollmentStateTravelBothWays() async throws {

@@ -174,14 +174,18 @@ final class PluginSandbox: Sendable {
 
     var log: [ExternalFactor.LogRecord] { records.withLock { $0 } }
 
+    /// `probeCache` is off by default: the tests change the plugin's state and
+    /// expect the next probe to see it.
     func options(probe: Duration = .seconds(20), operation: Duration = .seconds(30),
-                 throttle: ThrottlePolicy = ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120)) -> ExternalFactor.Options {
+                 throttle: ThrottlePolicy = ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120),
+                 probeCache: Duration = .zero) -> ExternalFactor.Options {
         // /usr/bin first: Debian's python3 starts in a tenth of the time of a pyenv shim.
         let path = "/usr/bin:/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "")
         return ExternalFactor.Options(
             timeouts: .init(probe: probe, operation: operation),
             throttle: throttle,
             environment: ["VAULT_FACTOR_PYTEST_STATE": statePath, "PATH": path],
+            probeCacheTime: probeCache,
             log: { [self] record in self.records.withLock { $0.append(record) } })
     }
 
@@ -192,6 +196,14 @@ final class PluginSandbox: Sendable {
             throw SandboxError(description: "expected one plugin, got \(found.factors.map(\.name)), refused: \(found.refused)")
         }
         return found.factors[0]
+    }
+
+    /// Where the plugin notes each start (the state's `runs_log`).
+    var runsLog: String { root + "/runs.log" }
+
+    /// The operations the plugin was started for, in order (with `runs_log` set in its state).
+    func runs() -> [String] {
+        ((try? String(contentsOfFile: runsLog, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
     /// The pids the "hang" mode wrote: the plugin and its child.

@@ -34,14 +34,17 @@ final class FPStubToolTests: TempDirTestCase {
     @discardableResult
     func tool(_ args: String..., state: Bool = true, env extra: [String: String] = [:]) throws -> Run {
         guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
-            throw XCTSkip("vault-fpstub is not built (looked for \(Self.binary)); run swift build first")
+            throw cannotRunHere("vault-fpstub is not built (looked for \(Self.binary)); run swift build first")
         }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.binary)
         p.arguments = state ? ["--state", statePath] + args : args
         var env = ProcessInfo.processInfo.environment
-        env["SESSIONVAULT_FPSTUB"] = nil
-        env["XDG_RUNTIME_DIR"] = dir.path
+        // Nothing of the developer's own vault: no variables, and a config that does not exist.
+        for key in env.keys where key.hasPrefix("SESSIONVAULT_") { env[key] = nil }
+        env["SESSIONVAULT_CONFIG"] = dir.appendingPathComponent("config.toml").path
+        env["XDG_DATA_HOME"] = dir.appendingPathComponent("data").path
+        env["XDG_RUNTIME_DIR"] = dir.appendingPathComponent("run").path
         for (k, v) in extra { env[k] = v }
         p.environment = env
         let out = Pipe(), err = Pipe()
@@ -146,14 +149,40 @@ final class FPStubToolTests: TempDirTestCase {
         XCTAssertEqual((try listJSON()["fingers"] as? [Any])?.count, 0)
     }
 
-    func testStatePathFromTheEnvironmentAndTheRuntimeDir() throws {
+    func testStatePathFromTheEnvironmentTheConfigAndTheDataDir() throws {
         let envPath = dir.appendingPathComponent("from-env.json").path
         XCTAssertEqual(try tool("plug", state: false, env: ["SESSIONVAULT_FPSTUB": envPath]).status, 0)
         XCTAssertNotNil(try StubReader(path: envPath).load())
 
-        // Neither --state nor the variable: $XDG_RUNTIME_DIR/sessionvault/fpstub.json.
+        // Neither --state nor the variable nor a config: vaultd's data dir,
+        // $XDG_DATA_HOME/sessionvault/fpstub.json, never the socket (runtime) dir.
+        let plain = try tool("plug", state: false)
+        XCTAssertEqual(plain.status, 0, plain.err)
+        XCTAssertNotNil(try StubReader(path: dir.appendingPathComponent("data/sessionvault/fpstub.json").path).load())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.appendingPathComponent("run").path),
+                       "nothing in the runtime dir, where vaultd's socket lives")
+
+        // $SESSIONVAULT_DATA_DIR, as vaultd takes it.
+        let dataDir = dir.appendingPathComponent("vaultd-data").path
+        XCTAssertEqual(try tool("plug", state: false, env: ["SESSIONVAULT_DATA_DIR": dataDir]).status, 0)
+        XCTAssertNotNil(try StubReader(path: dataDir + "/fpstub.json").load())
+
+        // vaultd's config: its stub_state, else its data_dir.
+        let config = dir.appendingPathComponent("config.toml").path
+        let configured = dir.appendingPathComponent("configured.json").path
+        try "[fingerprint]\nstub_state = \"\(configured)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
         XCTAssertEqual(try tool("plug", state: false).status, 0)
-        XCTAssertNotNil(try StubReader(path: dir.appendingPathComponent("sessionvault/fpstub.json").path).load())
+        XCTAssertNotNil(try StubReader(path: configured).load())
+        let configDataDir = dir.appendingPathComponent("config-data").path
+        try "data_dir = \"\(configDataDir)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try tool("plug", state: false).status, 0)
+        XCTAssertNotNil(try StubReader(path: configDataDir + "/fpstub.json").load())
+
+        // A config vaultd would refuse: no guess, a sentence and exit 1.
+        try "[fingerprint]\nreader = 3\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let broken = try tool("plug", state: false)
+        XCTAssertEqual(broken.status, 1)
+        XCTAssertTrue(broken.err.contains("vaultd's config file has an error") && broken.err.contains("--state"), broken.err)
 
         // --state after the subcommand works too.
         let after = dir.appendingPathComponent("after.json").path

@@ -66,12 +66,19 @@ final class AuditTests: VaultdTestCase {
         let refused = try sqlite3(v.storePath, "UPDATE audit SET detail = '{\"failures\":0}' WHERE seq = \(failedSeq);")
         XCTAssertNotEqual(refused.exit, 0, "the append-only trigger did not stop an UPDATE")
         XCTAssertTrue(refused.err.contains("append-only"), refused.err)
-        // ...so the attacker drops the trigger first.
+        // ...so the attacker drops the trigger first, and hides the failed attempt.
+        let row = "SELECT event, outcome, detail FROM audit WHERE seq = \(failedSeq);"
+        let before = try sqlite3(v.storePath, row)
         let tamper = try sqlite3(v.storePath, """
             DROP TRIGGER audit_no_update;
-            UPDATE audit SET detail = '{"failures":0}' WHERE seq = \(failedSeq);
+            UPDATE audit SET outcome = 'ok', detail = '{}' WHERE seq = \(failedSeq);
+            SELECT changes();
             """)
         XCTAssertEqual(tamper.exit, 0, tamper.err)
+        XCTAssertEqual(tamper.out.trimmingCharacters(in: .whitespacesAndNewlines), "1", "the edit matched no row")
+        let after = try sqlite3(v.storePath, row)
+        XCTAssertTrue(before.out.contains("|failed|"), before.out)
+        XCTAssertNotEqual(after.out, before.out, "the edit changed no byte of the entry: verify would have nothing to find")
         try v.start()
         let broken = v.vaultctl(["audit", "--verify"])
         XCTAssertEqual(broken.exit, 1, "out: \(broken.out) err: \(broken.err)")
@@ -91,8 +98,9 @@ final class AuditTests: VaultdTestCase {
         XCTAssertGreaterThanOrEqual(entries.count, 3)
         let lockSeq = try XCTUnwrap(entries.first { $0["event"] == "lock" }?["seq"]?.intValue)
         XCTAssertEqual(v.stop()?.exit, 0)
-        let tamper = try sqlite3(v.storePath, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq = \(lockSeq);")
+        let tamper = try sqlite3(v.storePath, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq = \(lockSeq); SELECT changes();")
         XCTAssertEqual(tamper.exit, 0, tamper.err)
+        XCTAssertEqual(tamper.out.trimmingCharacters(in: .whitespacesAndNewlines), "1", "the delete removed no row")
         try v.start()
         let r = v.vaultctl(["audit", "--verify"])
         XCTAssertEqual(r.exit, 1, r.out + r.err)

@@ -33,6 +33,36 @@ final class ExternalPluginTests: VaultdTestCase {
         XCTAssertEqual(token.out.trimmingCharacters(in: .whitespacesAndNewlines), "AT-plugin-1")
     }
 
+    /// `status` and `factors` probe every factor; polled in a loop they must not
+    /// start the plugin each time (plugins.probe_cache, 5 s by default).
+    func testStatusAndFactorsInALoopStartThePluginOnce() throws {
+        let v = try makeVaultd(config: VaultdProcess.fastPINConfig + "[plugins]\nprobe_cache = 600\n")
+        _ = try installPlugin(v)
+        let state = v.root + "/pytest-state.json", runs = v.root + "/pytest-runs.log"
+        try #"{"kind": "presence", "runs_log": "\#(runs)"}"#.write(toFile: state, atomically: true, encoding: .utf8)
+        try v.start(env: ["VAULT_FACTOR_PYTEST_STATE": state])
+        func probes() -> Int {
+            ((try? String(contentsOfFile: runs, encoding: .utf8)) ?? "").split(separator: "\n").filter { $0 == "probe" }.count
+        }
+        XCTAssertEqual(probes(), 1, "discovery probes once")
+        let c = try v.raw()
+        defer { c.close() }
+        for _ in 0..<20 {
+            let status = try c.call("status")
+            XCTAssertTrue(status.result?["factors"]?.arrayValue?.contains { $0["factor"] == "pytest" } == true, status.text)
+            XCTAssertTrue(try c.call("factors").isOK)
+        }
+        XCTAssertEqual(probes(), 1, "40 requests within the cache time start the plugin no more")
+
+        // probe_cache = 0: every request starts it again.
+        v.stop()
+        try (VaultdProcess.fastPINConfig + "[plugins]\nprobe_cache = 0\n").write(toFile: v.configPath, atomically: true, encoding: .utf8)
+        try v.start(env: ["VAULT_FACTOR_PYTEST_STATE": state])
+        let before = probes()
+        XCTAssertTrue(try status(v)["factors"]?.arrayValue?.contains { $0["factor"] == "pytest" } == true)
+        XCTAssertGreaterThan(probes(), before)
+    }
+
     func testUnsafePluginsAreRefused() throws {
         let v = try makeVaultd()
         _ = try installPlugin(v, mode: 0o775)  // group-writable

@@ -9,14 +9,18 @@ final class FingerprintFlowTests: VaultdTestCase {
     var stubPath = ""
 
     func startWithReader(fingers: [String] = ["right-index"], plugged: Bool = true) throws -> VaultdProcess {
-        let v = try makeVaultd(config: VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"stub\"\nstub_state = \"STUB\"\nscan_timeout = 5\n")
+        let v = try makeVaultd()
         stubPath = v.root + "/fpstub.json"
-        try (VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stubPath)\"\nscan_timeout = 5\n")
-            .write(toFile: v.configPath, atomically: true, encoding: .utf8)
+        try (VaultdProcess.fastPINConfig + Self.stubReaderConfig(stubPath)).write(toFile: v.configPath, atomically: true, encoding: .utf8)
         if plugged { fpstub("plug") }
         for f in fingers { fpstub("enroll-finger", f) }
         try v.start()
         return v
+    }
+
+    /// The stub reader, with the opt-in vaultd needs outside --demo.
+    static func stubReaderConfig(_ path: String) -> String {
+        "[fingerprint]\nreader = \"stub\"\nallow_stub_reader = true\nstub_state = \"\(path)\"\nscan_timeout = 5\n"
     }
 
     @discardableResult

@@ -14,17 +14,12 @@ import Glibc
 final class LoadTests: VaultdTestCase {
     static let token = "load-access-token-7c1e0b9a"
 
-    /// Descriptors vaultd holds open right now.
-    func openDescriptors(_ v: VaultdProcess) -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(v.pid)/fd").count) ?? -1
-    }
-
     /// Waits for a moment in which no client connection is open, and returns
     /// the descriptor count then.
-    func settledDescriptors(_ v: VaultdProcess) -> Int {
-        var last = openDescriptors(v)
-        _ = waitUntil(timeout: 5, interval: 0.2) {
-            let now = openDescriptors(v)
+    func settledDescriptors(_ v: VaultdProcess) throws -> Int {
+        var last = try v.openDescriptors()
+        _ = try waitUntil(timeout: 5, interval: 0.2) {
+            let now = try v.openDescriptors()
             defer { last = now }
             return now == last
         }
@@ -34,7 +29,7 @@ final class LoadTests: VaultdTestCase {
     func testTwoHundredClientsWithMixedAndBadRequestsAllGetTheirAnswers() throws {
         let v = try startVaultd()
         try importSession(v, account: "load", accessToken: Self.token, refreshToken: "load-refresh-0d1f")
-        let baseline = settledDescriptors(v)
+        let baseline = try settledDescriptors(v)
 
         let clients = 200, requestsEach = 500
         let unexpected = Locked<[String]>([])
@@ -59,8 +54,9 @@ final class LoadTests: VaultdTestCase {
         XCTAssertTrue(v.isRunning, "vaultd died under load")
 
         // Every connection is gone again: vaultd holds what it held before.
-        let backToBaseline = waitUntil(timeout: 10, interval: 0.2) { openDescriptors(v) <= baseline }
-        XCTAssertTrue(backToBaseline, "vaultd holds \(openDescriptors(v)) descriptors, \(baseline) before the load")
+        let backToBaseline = try waitUntil(timeout: 10, interval: 0.2) { try v.openDescriptors() <= baseline }
+        let after = try v.openDescriptors()
+        XCTAssertTrue(backToBaseline, "vaultd holds \(after) descriptors, \(baseline) before the load")
         let c = try v.raw()
         XCTAssertEqual(try c.call("session", ["account": "load"]).result?["access_token"]?.stringValue, Self.token)
         assertNoCrashOutput(v.log)
@@ -98,7 +94,7 @@ final class LoadTests: VaultdTestCase {
     func testIdleAndDribblingConnectionsDoNotStopOtherClients() throws {
         let v = try startVaultd()
         try importSession(v, account: "load", accessToken: Self.token, refreshToken: nil)
-        let baseline = settledDescriptors(v)
+        let baseline = try settledDescriptors(v)
 
         var idle: [RawClient] = []
         var dribblers: [RawClient] = []
@@ -132,8 +128,9 @@ final class LoadTests: VaultdTestCase {
         }
         for client in idle + dribblers { client.close() }
         c.close()
-        XCTAssertTrue(waitUntil(timeout: 10, interval: 0.2) { openDescriptors(v) <= baseline },
-                      "vaultd holds \(openDescriptors(v)) descriptors, \(baseline) before")
+        let backToBaseline = try waitUntil(timeout: 10, interval: 0.2) { try v.openDescriptors() <= baseline }
+        let after = try v.openDescriptors()
+        XCTAssertTrue(backToBaseline, "vaultd holds \(after) descriptors, \(baseline) before")
     }
 
     func testIdleConnectionIsClosedAfterTheTimeoutButAnActiveOneIsNot() throws {

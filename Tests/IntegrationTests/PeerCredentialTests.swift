@@ -41,7 +41,7 @@ final class PeerCredentialTests: VaultdTestCase {
         guard getuid() == 0 else { throw XCTSkip("needs root to run a client as uid 65534") }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
               FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
-            throw XCTSkip("needs /usr/bin/setpriv and /usr/bin/python3")
+            throw cannotRunHere("needs /usr/bin/setpriv and /usr/bin/python3")
         }
         let v = try startVaultd()
         try importSession(v, account: "victim", accessToken: "at-other-uid-secret", refreshToken: nil)

@@ -105,8 +105,7 @@ final class ReleaseLaneTests: VaultdTestCase {
 
     func testAnIdleLaneConnectionIsClosedAndLeavesNoDescriptor() throws {
         let v = try startWithSession(config: "connection_idle_timeout = 1\n" + VaultdProcess.fastPINConfig)
-        let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(v.pid)/fd").count) ?? -1 }
-        let baseline = descriptors()
+        let baseline = try v.openDescriptors()
         let c = try v.raw()
         XCTAssertTrue(try c.call("session").isOK)
         var extra: [[UInt8]] = []
@@ -118,7 +117,9 @@ final class ReleaseLaneTests: VaultdTestCase {
             XCTAssertTrue(try d.call("session").isOK)
             d.close()
         }
-        XCTAssertTrue(waitUntil(timeout: 5) { descriptors() <= baseline }, "vaultd holds \(descriptors()) descriptors, \(baseline) before")
+        let backToBaseline = try waitUntil(timeout: 5) { try v.openDescriptors() <= baseline }
+        let after = try v.openDescriptors()
+        XCTAssertTrue(backToBaseline, "vaultd holds \(after) descriptors, \(baseline) before")
     }
 
     func testLaneConnectionsCountTowardTheConnectionCap() throws {

@@ -6,7 +6,8 @@ import VaultFactor
 
 /// The project's strict Python provider (Tests/providers/strict_provider.py), run
 /// as a real process on 127.0.0.1. Skipped when the script or a Python with
-/// `cryptography` is not there (set STRICT_PROVIDER / PROVIDER_PYTHON to point at them).
+/// `cryptography` is not there (set STRICT_PROVIDER / PROVIDER_PYTHON to point at
+/// them); under CI=true that fails instead.
 final class StrictProviderProcess: @unchecked Sendable {
     let process: Process
     let issuer: String
@@ -47,7 +48,7 @@ final class StrictProviderProcess: @unchecked Sendable {
 
     init(profile: String, arguments: [String] = []) async throws {
         guard let (python, script) = StrictProviderProcess.locate() else {
-            throw XCTSkip("strict_provider.py or a Python with `cryptography` not found")
+            throw cannotRunHere("strict_provider.py or a Python with `cryptography` not found (scripts/provider-venv makes one)")
         }
         let parts = python.split(separator: " ").map(String.init)
         let process = Process()

@@ -1,3 +1,4 @@
+import GRDB
 import XCTest
 @testable import VaultCore
 import PINFactor
@@ -357,5 +358,21 @@ final class VaultTests: XCTestCase {
         XCTAssertEqual(entries.map(\.outcome), ["ok", "ok", "failed", "cancelled", "ok"])
         XCTAssertNil(try vault.audit.verify())
         for e in entries { XCTAssertFalse(e.detail.contains("482915") || e.detail.contains("000001")) }
+
+        // Behind the vault's back, as someone with the file would: drop the
+        // append-only trigger and turn the failed unlock into a success.
+        let failed = entries[2]
+        let queue = try DatabaseQueue(path: fx.dir + "/vault.sqlite")
+        let changed = try await queue.writeWithoutTransaction { db in
+            try db.execute(sql: "DROP TRIGGER audit_no_update")
+            try db.execute(sql: "UPDATE audit SET outcome = 'ok' WHERE seq = ?", arguments: [failed.seq])
+            return db.changesCount
+        }
+        try queue.close()
+        XCTAssertEqual(changed, 1, "the edit must have changed a row")
+        let edited = try vault.audit.entries()
+        XCTAssertEqual(edited[2].outcome, "ok", "the edit must be visible to the vault")
+        XCTAssertNotEqual(edited[2], failed)
+        XCTAssertEqual(try vault.audit.verify(), failed.seq, "verify must name the edited entry")
     }
 }

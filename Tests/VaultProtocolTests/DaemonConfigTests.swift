@@ -43,6 +43,9 @@ final class DaemonConfigTests: XCTestCase {
         XCTAssertNotNil(c.max_connections)
         XCTAssertNotNil(c.connection_idle_timeout)
         XCTAssertNotNil(c.providers?["bankid"]?.client_id)
+        XCTAssertEqual(c.fingerprint?.reader, "none", "the guide shows the default: no reader")
+        XCTAssertEqual(c.fingerprint?.allow_stub_reader, true)
+        XCTAssertNotNil(c.plugins?.probe_cache)
     }
 
     func testAMistypedSettingIsRefusedNotIgnored() {

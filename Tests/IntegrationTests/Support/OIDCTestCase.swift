@@ -30,7 +30,7 @@ final class MockOIDCProvider {
 /// READY line; returns the process and its issuer URL.
 func startPythonProvider(_ script: String, _ arguments: [String], timeout: Double) throws -> (Process, String) {
     guard let python = TestProvider.python else {
-        throw XCTSkip("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
+        throw cannotRunHere("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
     }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: python)

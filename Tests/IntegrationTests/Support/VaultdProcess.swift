@@ -251,6 +251,18 @@ final class VaultdProcess {
         reap(timeout: 10)
     }
 
+    /// The descriptors vaultd holds open now. Throws when `/proc/PID/fd`
+    /// cannot be read (vaultd gone, or /proc hidden): a leak check that read
+    /// nothing would otherwise pass without checking anything.
+    func openDescriptors() throws -> Int {
+        guard isRunning else { throw IntegrationError("vaultd is not running: its descriptors cannot be counted") }
+        do {
+            return try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        } catch {
+            throw IntegrationError("cannot count vaultd's descriptors in /proc/\(pid)/fd: \(error)")
+        }
+    }
+
     /// Stops (SIGTERM) if running and starts again on the same dirs.
     func restart(env newEnv: [String: String]? = nil) throws {
         stop()
@@ -423,6 +435,6 @@ class VaultdTestCase: XCTestCase {
 /// Runs sqlite3 on a file (the CLI is needed by a few tests: apt-get install sqlite3).
 func sqlite3(_ path: String, _ sql: String) throws -> ProcessOutcome {
     let exe = ["/usr/bin/sqlite3", "/bin/sqlite3", "/usr/local/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    guard let exe else { throw XCTSkip("the sqlite3 command-line tool is not installed (apt-get install sqlite3)") }
+    guard let exe else { throw cannotRunHere("the sqlite3 command-line tool is not installed (apt-get install sqlite3)") }
     return try runProcess(exe, [path, sql], env: childEnvironment([:]), timeout: 30)
 }
