@@ -21,6 +21,11 @@ public final class AuditLog: Sendable {
     /// Where the head is kept, the head last saved there, and a shortfall an
     /// append found (the entry it chained from was older than the saved head).
     private let head = Locked<HeadState>(HeadState())
+    /// Saves of the head, in order, off the caller's path: a Secret Service
+    /// write takes milliseconds, and appends happen inside refreshes and
+    /// unlocks. A head saved late only lags the log (a weaker check, never a
+    /// false report); `flushHead` waits for the saves queued so far.
+    private let headQueue = DispatchQueue(label: "sessionvault.audit-head")
 
     private struct HeadState {
         var store: (any AuditHeadStore)?
@@ -181,7 +186,12 @@ public final class AuditLog: Sendable {
             return h.shortfall
         }
         if let found { reportMissing(found.missing, headSeq: found.headSeq) }
-        saveHead()
+        headQueue.async { self.saveHead() }
+    }
+
+    /// Waits until the head saves queued so far are done (vaultd calls it at shutdown).
+    public func flushHead() {
+        headQueue.sync {}
     }
 
     private func saveHead() {

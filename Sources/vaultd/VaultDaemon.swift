@@ -302,6 +302,7 @@ struct ListenerService: Service {
         }
         Systemd.notify("STOPPING=1")
         await vault.lock(reason: "shutdown")
+        vault.audit.flushHead()
         server.closeConnections()
         if activatedFD == nil { unlink(server.socketPath) }
     }
