@@ -107,7 +107,20 @@ final class AuditTests: VaultdTestCase {
     /// Deleting the newest entries leaves a chain that verifies; the head kept
     /// beside the device key shows it, at start and in `audit --verify`.
     func testDeletedNewestEntriesAreReported() throws {
-        let v = try startVaultd()
+        try assertDeletedNewestEntriesAreReported(try startVaultd())
+    }
+
+    /// The same with the head in a real Secret Service item.
+    func testDeletedNewestEntriesAreReportedWithTheSecretService() throws {
+        let keyring = try PrivateKeyring(.unlocked)
+        defer { keyring.stop() }
+        let v = try makeVaultd(keyring: "secret-service", env: keyring.environment)
+        try v.start()
+        try assertDeletedNewestEntriesAreReported(v)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: v.dataDir + "/audit.head"))
+    }
+
+    func assertDeletedNewestEntriesAreReported(_ v: VaultdProcess) throws {
         enrollPIN(v)
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
         XCTAssertEqual(v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n").exit, 0)
