@@ -36,15 +36,25 @@ struct BrowserPage: Sendable {
         BrowserPage(status: .notFound, language: language, heading: "SessionVault",
                     message: language == .nb ? "Siden finnes ikke." : "There is nothing here.")
     }
+
+    /// For a request on the redirect path without this login's `state`.
+    static func notThisLogin(_ language: Language) -> BrowserPage {
+        BrowserPage(status: .badRequest, language: language, heading: "SessionVault",
+                    message: Messages.browserNotThisLogin.text(language))
+    }
 }
 
 /// An RFC 8252 loopback redirect listener on 127.0.0.1 (ephemeral or fixed port).
 ///
-/// It hands exactly one request on the redirect path to the login flow, holds
-/// that browser request open until the flow says how the login ended, then
-/// answers it with a page and closes everything. Other paths get 404; later
-/// redirects get "already handled". Requests whose `Host` is not the loopback
-/// address (a DNS-rebinding page) are refused.
+/// It hands exactly one request on the redirect path to the login flow — the
+/// first that carries this login's `state` — holds that browser request open
+/// until the flow says how the login ended, then answers it with a page and
+/// closes everything. Any local process (another user's too) can reach the
+/// port, so a request without the right `state` gets a 400 page and the
+/// listener keeps waiting: a stray or hostile request neither ends nor
+/// decides the login. Other paths get 404; later redirects get "already
+/// handled". Requests whose `Host` is not the loopback address (a
+/// DNS-rebinding page) are refused.
 final class LoopbackListener: Sendable {
     struct Redirect: Sendable {
         var query: [(String, String)]
@@ -74,28 +84,32 @@ final class LoopbackListener: Sendable {
         var reply: EventLoopPromise<BrowserPage>?
         var replyChannel: ObjectIdentifier?
         var children: [ObjectIdentifier: any Channel] = [:]
+        var strayRequests = 0
     }
 
     let redirectURI: String
     let port: Int
     let path: String
     let language: Language
+    /// The login's `state`: only a request carrying it is a redirect.
+    private let expectedState: String
     private let host = "127.0.0.1"
     private let state = Locked(State())
     private let serverChannel = Locked<(any Channel)?>(nil)
     private let eventLoop: any EventLoop
 
-    private init(port: Int, path: String, language: Language, eventLoop: any EventLoop) {
+    private init(port: Int, path: String, language: Language, expectedState: String, eventLoop: any EventLoop) {
         self.port = port
         self.path = path
         self.language = language
+        self.expectedState = expectedState
         self.redirectURI = "http://127.0.0.1:\(port)\(path)"
         self.eventLoop = eventLoop
     }
 
     /// Binds the listener. Port 0 means an ephemeral port.
-    static func start(group: any EventLoopGroup, port: UInt16, path: String,
-                      language: Language) async throws(StartError) -> LoopbackListener {
+    static func start(group: any EventLoopGroup, port: UInt16, path: String, language: Language,
+                      expectedState: String) async throws(StartError) -> LoopbackListener {
         let box = ListenerBox()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -121,7 +135,8 @@ final class LoopbackListener: Sendable {
             try? await channel.close()
             throw .failed
         }
-        let listener = LoopbackListener(port: bound, path: path, language: language, eventLoop: channel.eventLoop)
+        let listener = LoopbackListener(port: bound, path: path, language: language, expectedState: expectedState,
+                                        eventLoop: channel.eventLoop)
         listener.serverChannel.withLock { $0 = channel }
         box.listener = listener
         return listener
@@ -167,7 +182,11 @@ final class LoopbackListener: Sendable {
                 status: .badRequest, language: language, heading: "SessionVault",
                 message: language == .nb ? "Ugyldig forespørsel." : "Invalid request."))
         }
-        let query = FormEncoding.parseQuery(queryPart) ?? [("\u{0}malformed", "")]
+        guard let query = FormEncoding.parseQuery(queryPart),
+              query.contains(where: { $0.0 == "state" && constantTimeEquals($0.1, expectedState) }) else {
+            state.withLock { $0.strayRequests += 1 }
+            return loop.makeSucceededFuture(.notThisLogin(language))
+        }
         let promise = loop.makePromise(of: BrowserPage.self)
         let id = ObjectIdentifier(channel)
         let (accepted, waiter) = state.withLock { s -> (Bool, CheckedContinuation<Result<Redirect, WaitError>, Never>?) in
@@ -191,6 +210,9 @@ final class LoopbackListener: Sendable {
         waiter?.resume(returning: .success(Redirect(query: query)))
         return promise.futureResult
     }
+
+    /// Requests on the redirect path that lacked the login's `state` (ignored).
+    var strayRequests: Int { state.withLock { $0.strayRequests } }
 
     /// Waits for the redirect. `timeout`: the login is abandoned (S8: 5 minutes).
     func nextRedirect(timeout: Duration) async throws(WaitError) -> Redirect {

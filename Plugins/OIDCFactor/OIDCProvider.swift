@@ -45,6 +45,7 @@ public final class OIDCProvider: IdentityProvider {
     let cache: ProviderCache
     let now: @Sendable () -> Int64
     let failures: FailureFactory
+    let diagnostics: @Sendable (String) -> Void
 
     /// - Parameters:
     ///   - diagnostics: receives one line per failure with a reason that never
@@ -58,6 +59,13 @@ public final class OIDCProvider: IdentityProvider {
         self.now = clock
         self.cache = ProviderCache(profile: profile, http: http, now: clock)
         self.failures = FailureFactory(profile: profile, log: diagnostics)
+        self.diagnostics = diagnostics
+    }
+
+    /// The origin of this provider's authorization endpoint, once discovery
+    /// has been read: the only place a client opens a browser at for a login.
+    public func authorizationOrigin() async -> String? {
+        await cache.knownAuthorizationEndpoint().flatMap(WebOrigin.of)
     }
 
     // MARK: - Login
@@ -82,10 +90,11 @@ public final class OIDCProvider: IdentityProvider {
         case .ephemeralPort(let p): (port, path) = (0, p)
         case .fixedPort(let fixed, let p): (port, path) = (fixed, p)
         }
+        let state = Randomness.token(bytes: 32)
         let listener: LoopbackListener
         do {
             listener = try await LoopbackListener.start(group: http.eventLoopGroup, port: port, path: path,
-                                                        language: language)
+                                                        language: language, expectedState: state)
         } catch .portInUse {
             throw failures.make(.loginFailed, Messages.loginAlreadyWaiting, reason: "redirect port \(port) in use")
         } catch {
@@ -94,7 +103,7 @@ public final class OIDCProvider: IdentityProvider {
 
         let outcome: Result<VerifiedLogin, VaultFailure>
         do {
-            var verified = try await run(conversation, metadata: metadata, listener: listener, options: options)
+            var verified = try await run(conversation, metadata: metadata, listener: listener, state: state, options: options)
             verified.reauthenticated = options.reauthenticate
             outcome = .success(verified)
         } catch {
@@ -112,12 +121,14 @@ public final class OIDCProvider: IdentityProvider {
                                message: text + " " + Messages.browserCloseWindow.text(language))
         }
         await listener.finish(page)
+        if listener.strayRequests > 0 {
+            diagnostics("ignored \(listener.strayRequests) request(s) on the redirect path without this login's state")
+        }
         return try outcome.get()
     }
 
     private func run(_ conversation: any FactorConversation, metadata: ProviderMetadata,
-                     listener: LoopbackListener, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
-        let state = Randomness.token(bytes: 32)
+                     listener: LoopbackListener, state: String, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
         let nonce = Randomness.token(bytes: 32)
         let verifier = Randomness.token(bytes: 48)  // 64 characters (RFC 7636: 43…128)
         let redirectURI = listener.redirectURI
@@ -225,12 +236,15 @@ public final class OIDCProvider: IdentityProvider {
         for (name, value) in redirect.query {
             if params.updateValue(value, forKey: name) != nil { duplicated = true }
         }
+        // The listener hands over only a request that carries the state; checked
+        // again here so the flow never depends on who called it.
         guard let state = params["state"], constantTimeEquals(state, expectedState) else {
             throw failures.stateMismatch(reason: "state missing or different")
         }
-        // A parameter given twice (or an unparseable query) is ambiguous: treat as forged.
-        guard !duplicated, params["\u{0}malformed"] == nil else {
-            throw failures.stateMismatch(reason: "duplicated or malformed redirect parameters")
+        // A parameter given twice is ambiguous from someone who knows the state:
+        // the redirect was tampered with, so the login ends as forged.
+        guard !duplicated else {
+            throw failures.stateMismatch(reason: "duplicated redirect parameters")
         }
         // RFC 9207 (mix-up defence): when the provider says it sends `iss`, it must;
         // when present it must be this issuer. A failure means the response may come

@@ -148,6 +148,46 @@ public final class FileKeyring: DeviceKeyStore {
     }
 }
 
+/// The audit head in a 0600 file beside the key file (`audit.head`): it shows
+/// a truncated or older vault file, not a copy of the whole directory.
+extension FileKeyring: AuditHeadStore {
+    var auditHeadPath: String { parentDirectory(of: path) + "/audit.head" }
+
+    public func loadAuditHead() throws(KeyringError) -> String? {
+        let file = auditHeadPath
+        let fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP { throw .unsafeFile("\(file) is a symbolic link") }
+            throw .failed("cannot open \(file): \(describe(errno))")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_size <= 256 else {
+            throw .unsafeFile("\(file) is not a small regular file of ours")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n == bytes.count else { throw .failed("cannot read \(file)") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    public func saveAuditHead(_ text: String) throws(KeyringError) {
+        let file = auditHeadPath
+        let temporary = "\(file).tmp-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .failed("cannot create \(temporary): \(describe(errno))") }
+        var failure = Array(text.utf8).withUnsafeBytes { writeFully(fd, $0) }
+        if failure == nil, fsync(fd) != 0 { failure = "fsync: \(describe(errno))" }
+        if close(fd) != 0, failure == nil { failure = "close: \(describe(errno))" }
+        if failure == nil, rename(temporary, file) != 0 { failure = "rename: \(describe(errno))" }
+        if let failure {
+            unlink(temporary)
+            throw .failed("cannot write \(file): \(failure)")
+        }
+    }
+}
+
 private func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> String? {
     guard let base = bytes.baseAddress else { return nil }
     var offset = 0

@@ -103,14 +103,51 @@ public final class SecretServiceKeyring: DeviceKeyStore {
     }
 }
 
+/// The audit head: a second item per vault, under its own schema so that a
+/// lookup of one never returns the other.
+extension SecretServiceKeyring: AuditHeadStore {
+    public func loadAuditHead() throws(KeyringError) -> String? {
+        var error: UnsafeMutablePointer<GError>?
+        let text = withVaultAttributes(vault) { attributes in
+            secret_password_lookupv_sync(auditHeadSchema, attributes, nil, &error)
+        }
+        if let error {
+            if let text { secret_password_free(text) }
+            throw consume(error, during: "lookup audit head")
+        }
+        guard let text else {
+            if try defaultCollectionIsLocked() { throw .locked }
+            return nil
+        }
+        defer { secret_password_free(text) }
+        return String(cString: text)
+    }
+
+    public func saveAuditHead(_ text: String) throws(KeyringError) {
+        var error: UnsafeMutablePointer<GError>?
+        let stored = withVaultAttributes(vault) { attributes in
+            text.withCString { value in
+                secret_password_storev_sync(auditHeadSchema, attributes, SECRET_COLLECTION_DEFAULT,
+                                            "SessionVault audit log head", value, nil, &error)
+            }
+        }
+        if let error { throw consume(error, during: "store audit head") }
+        if stored == 0 { throw .failed("store audit head: the Secret Service refused the item without saying why") }
+    }
+}
+
 /// libsecret treats a schema whose `reserved` field is 0 as static: it keeps the bare
 /// pointer in its async state instead of copying it. So the schema is built once and never
 /// freed. It is never written after creation, which makes sharing it across threads sound.
-nonisolated(unsafe) private let deviceKeySchema: UnsafeMutablePointer<SecretSchema> = {
+nonisolated(unsafe) private let deviceKeySchema = vaultSchema("org.sessionvault.DeviceKey")
+nonisolated(unsafe) private let auditHeadSchema = vaultSchema("org.sessionvault.AuditHead")
+
+/// A schema named `name` with the one attribute `vault`.
+private func vaultSchema(_ name: StaticString) -> UnsafeMutablePointer<SecretSchema> {
     let schema = UnsafeMutablePointer<SecretSchema>.allocate(capacity: 1)
     schema.initialize(to: SecretSchema())
     // Static strings live for the whole process, so libsecret may keep these pointers.
-    schema.pointee.name = cString("org.sessionvault.DeviceKey")
+    schema.pointee.name = cString(name)
     schema.pointee.flags = SECRET_SCHEMA_NONE
     // The C array of 32 attributes imports as a tuple; an unnamed entry ends the list.
     withUnsafeMutableBytes(of: &schema.pointee.attributes) { raw in
@@ -118,7 +155,7 @@ nonisolated(unsafe) private let deviceKeySchema: UnsafeMutablePointer<SecretSche
         attributes[0] = SecretSchemaAttribute(name: cString("vault"), type: SECRET_SCHEMA_ATTRIBUTE_STRING)
     }
     return schema
-}()
+}
 
 private func cString(_ text: StaticString) -> UnsafePointer<CChar> {
     UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)

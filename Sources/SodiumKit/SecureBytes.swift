@@ -38,11 +38,12 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// Copies `bytes` into secure memory and wipes the source array.
     public static func consuming(_ bytes: inout [UInt8]) throws(SodiumError) -> SecureBytes {
-        let source = bytes
+        // Read `bytes` itself, never a second reference to its storage: with
+        // one, wiping would copy the array first and wipe only the copy.
         defer { Sodium.wipe(&bytes) }
         do {
-            return try SecureBytes(count: source.count) { buf in
-                source.withUnsafeBytes { src in buf.copyMemory(from: src) }
+            return try SecureBytes(count: bytes.count) { buf in
+                bytes.withUnsafeBytes { src in buf.copyMemory(from: src) }
             }
         } catch {
             throw (error as? SodiumError) ?? .outOfSecureMemory

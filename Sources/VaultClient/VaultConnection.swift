@@ -1,3 +1,4 @@
+import CVaultShims
 import VaultProtocol
 #if canImport(Glibc)
 import Glibc
@@ -7,6 +8,9 @@ import Glibc
 public enum ClientError: Error, Sendable {
     /// No vaultd answers at the socket path.
     case notRunning(String)
+    /// Whatever answers at the socket path runs as another user (or its
+    /// uid could not be read): nothing was sent to it.
+    case foreignServer(String)
     /// vaultd closed the connection before answering.
     case closed
     /// A reply we could not understand (a bug on one side).
@@ -17,6 +21,7 @@ public enum ClientError: Error, Sendable {
     public var code: String {
         switch self {
         case .notRunning: return "not_running"
+        case .foreignServer: return "foreign_server"
         case .closed: return "closed"
         case .malformed: return "malformed"
         case .vault(let code, _, _): return code
@@ -26,6 +31,7 @@ public enum ClientError: Error, Sendable {
     public func message(_ language: Language) -> String {
         switch self {
         case .notRunning: return Messages.daemonNotRunning.text(language)
+        case .foreignServer(let path): return Messages.foreignServer(path).text(language)
         case .closed: return Messages.daemonClosed.text(language)
         case .malformed: return Messages.standard(.internal).text(language)
         case .vault(_, let message, _): return message
@@ -63,6 +69,13 @@ public final class VaultConnection {
         let path = socketPath ?? VaultConnection.defaultSocketPath()
         self.socketPath = path
         guard let fd = connectUnixSocket(path) else { throw .notRunning(path) }
+        // Anyone who can create the socket path first (another user, when the
+        // directory is /tmp/sessionvault-UID) could pose as vaultd and collect
+        // PINs and imported tokens: only a server running as us is spoken to.
+        guard serverUID(fd) == getuid() else {
+            close(fd)
+            throw .foreignServer(path)
+        }
         self.fd = fd
     }
 
@@ -169,6 +182,14 @@ public func connectUnixSocket(_ path: String) -> Int32? {
         return nil
     }
     return fd
+}
+
+/// The uid of the process at the other end of a connected Unix socket
+/// (`SO_PEERCRED`: who created the listening socket), nil if unreadable.
+public func serverUID(_ fd: Int32) -> UInt32? {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    return sv_peer_credentials(fd, &pid, &uid) == 0 ? uid : nil
 }
 
 /// Writes all of `bytes` to a socket (retrying after signals, never raising

@@ -1,18 +1,64 @@
 import SodiumKit
 import Foundation
+import Keyring
+import Locking
 import Logging
 import VaultProtocol
 import VaultStore
 
 /// The security event log, in the store. Each entry carries a MAC over its
 /// content and the previous entry's MAC, keyed from the device key, so editing
-/// or deleting an entry in the middle breaks the chain (`verify`).
+/// or deleting an entry in the middle breaks the chain (`verify`). Deleting
+/// the newest entries, or putting back an older vault file, leaves a chain
+/// that still verifies; so the head (last seq and MAC) is also kept outside
+/// the file (`keepHead`), and a log that no longer reaches it is reported.
 /// Entries never hold secrets: only event names, factor ids, counts and the
 /// requesting process.
 public final class AuditLog: Sendable {
     private let store: VaultStore
     private let key: SecureBytes
     private let logger: Logger
+    /// Where the head is kept, the head last saved there, and a shortfall an
+    /// append found (the entry it chained from was older than the saved head).
+    private let head = Locked<HeadState>(HeadState())
+    /// Saves of the head, in order, off the caller's path: a Secret Service
+    /// write takes milliseconds, and appends happen inside refreshes and
+    /// unlocks. A head saved late only lags the log (a weaker check, never a
+    /// false report); `flushHead` waits for the saves queued so far.
+    private let headQueue = DispatchQueue(label: "sessionvault.audit-head")
+
+    private struct HeadState {
+        var store: (any AuditHeadStore)?
+        var saved: Head?
+        var shortfall: (missing: Int64, headSeq: Int64)?
+    }
+
+    /// The newest entry's seq and MAC.
+    struct Head: Equatable {
+        var seq: Int64
+        var mac: [UInt8]
+
+        init(seq: Int64, mac: [UInt8]) {
+            self.seq = seq
+            self.mac = mac
+        }
+
+        /// "SEQ MAC-HEX", as stored.
+        init?(text: String) {
+            let parts = text.split(separator: " ")
+            guard parts.count == 2, let seq = Int64(parts[0]), seq >= 0, parts[1].count % 2 == 0 else { return nil }
+            var mac: [UInt8] = []
+            var digits = parts[1][...]
+            while !digits.isEmpty {
+                guard let byte = UInt8(digits.prefix(2), radix: 16) else { return nil }
+                mac.append(byte)
+                digits = digits.dropFirst(2)
+            }
+            self.init(seq: seq, mac: mac)
+        }
+
+        var text: String { "\(seq) \(Digest.hex(mac))" }
+    }
 
     init(store: VaultStore, deviceKey: SecureBytes, logger: Logger) throws(SodiumError) {
         self.store = store
@@ -45,7 +91,8 @@ public final class AuditLog: Sendable {
         let at = Date().timeIntervalSince1970
         let detailText = JSON.object(detail).text
         let key = self.key
-        return Entry(event: event, factor: factor, outcome: outcome) { previous in
+        return Entry(event: event, factor: factor, outcome: outcome) { [self] previous in
+            if event != AuditLog.truncatedEvent { noteShortfall(previous: previous) }
             var row = AuditRow(seq: 0, at: at, event: event, factor: factor, outcome: outcome, detail: detailText,
                                pid: requester.flatMap { $0.pid > 0 ? $0.pid : nil }, exe: requester?.executable, mac: [])
             row.mac = try KeyDerivation.mac(key: key, message: AuditLog.canonical(row, previousMAC: previous?.mac ?? []))
@@ -66,9 +113,98 @@ public final class AuditLog: Sendable {
         written(entry)
     }
 
-    /// The log line for an entry the store has written.
+    /// The log line for an entry the store has written; moves the kept head on.
     func written(_ entry: Entry) {
         logger.info("audit", metadata: ["event": "\(entry.event)", "factor": "\(entry.factor ?? "-")", "outcome": "\(entry.outcome)"])
+        if entry.event != AuditLog.truncatedEvent { advanceHead() }
+    }
+
+    /// The event recorded when the log no longer reaches its kept head.
+    static let truncatedEvent = "audit_truncated"
+
+    /// Keeps the chain head in `headStore` from now on, after checking the log
+    /// against the head saved there: returns how many of the newest entries
+    /// are missing (0 when none, or when no head was saved yet). A shortfall is
+    /// logged and recorded as an `audit_truncated` entry, which `check`
+    /// reports from then on. `startingOver`: the device key is new, so a head
+    /// saved before belongs to a vault that can no longer open.
+    @discardableResult
+    public func keepHead(in headStore: any AuditHeadStore, startingOver: Bool = false) -> Int64 {
+        let saved: Head?
+        do {
+            saved = startingOver ? nil : try headStore.loadAuditHead().flatMap(Head.init(text:))
+        } catch {
+            logger.warning("the audit log's head could not be read; truncation of the log cannot be checked this time",
+                           metadata: ["error": "\(error)"])
+            saved = nil
+        }
+        head.withLock { $0 = HeadState(store: headStore, saved: saved) }
+        let missing = saved.map(shortfall) ?? 0
+        if let saved, missing > 0 { reportMissing(missing, headSeq: saved.seq) }
+        saveHead()
+        return missing
+    }
+
+    /// How many of the newest entries the log lacks against `saved`: 0 while
+    /// the chain still runs through it.
+    private func shortfall(_ saved: Head) -> Int64 {
+        guard let last = try? store.lastAudit() else { return saved.seq }
+        if last.seq < saved.seq { return saved.seq - last.seq }
+        guard let row = try? store.auditRows(after: saved.seq - 1, limit: 1).first, row.seq == saved.seq,
+              Sodium.constantTimeEqual(row.mac, saved.mac) else {
+            // Deleted and others appended in their place: at least the head is gone.
+            return 1
+        }
+        return 0
+    }
+
+    private func reportMissing(_ missing: Int64, headSeq: Int64) {
+        logger.warning("the newest audit entries are missing: the log was truncated or an older vault file was put back",
+                       metadata: ["missing": "\(missing)", "head_seq": "\(headSeq)"])
+        record(AuditLog.truncatedEvent, outcome: "detected", detail: ["missing": .int(missing), "head_seq": .int(headSeq)])
+    }
+
+    /// Inside an append's transaction: the entry it chains from must be the
+    /// saved head or newer, or rows were deleted while vaultd runs.
+    private func noteShortfall(previous: AuditRow?) {
+        head.withLock { h in
+            guard h.store != nil, let saved = h.saved else { return }
+            let seq = previous?.seq ?? 0
+            if seq < saved.seq {
+                h.shortfall = (saved.seq - seq, saved.seq)
+            } else if seq == saved.seq, let previous, !Sodium.constantTimeEqual(previous.mac, saved.mac) {
+                h.shortfall = (1, saved.seq)
+            }
+        }
+    }
+
+    /// After an append: reports a shortfall it found, then saves the newest
+    /// entry as the head.
+    private func advanceHead() {
+        let found = head.withLock { h in
+            defer { h.shortfall = nil }
+            return h.shortfall
+        }
+        if let found { reportMissing(found.missing, headSeq: found.headSeq) }
+        headQueue.async { self.saveHead() }
+    }
+
+    /// Waits until the head saves queued so far are done (vaultd calls it at shutdown).
+    public func flushHead() {
+        headQueue.sync {}
+    }
+
+    private func saveHead() {
+        let (headStore, saved) = head.withLock { ($0.store, $0.saved) }
+        guard let headStore, let last = try? store.lastAudit() else { return }
+        let next = Head(seq: last.seq, mac: last.mac)
+        guard next != saved else { return }
+        do {
+            try headStore.saveAuditHead(next.text)
+            head.withLock { $0.saved = next }
+        } catch {
+            logger.warning("the audit log's head could not be saved", metadata: ["error": "\(error)"])
+        }
     }
 
     public func entries(after seq: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [AuditRow] {
@@ -90,5 +226,42 @@ public final class AuditLog: Sendable {
                 after = row.seq
             }
         }
+    }
+
+    /// What `check` found.
+    public struct Verification: Sendable, Equatable {
+        /// The first entry whose MAC does not match (edited, or one before it deleted).
+        public var firstBad: Int64?
+        /// How many of the newest entries are missing now, against the kept head.
+        public var missing: Int64
+        /// Shortfalls found earlier (at a start, or while running), as recorded in the log.
+        public var truncations: [Truncation]
+
+        public var intact: Bool { firstBad == nil && missing == 0 && truncations.isEmpty }
+    }
+
+    public struct Truncation: Sendable, Equatable {
+        /// The `audit_truncated` entry that records it.
+        public var seq: Int64
+        public var at: Double
+        public var missing: Int64
+    }
+
+    /// The chain (`verify`), the kept head, and the shortfalls recorded before.
+    public func check() throws(StoreError) -> Verification {
+        let firstBad = try verify()
+        let saved = head.withLock { $0.saved }
+        var truncations: [Truncation] = []
+        var after: Int64 = 0
+        while true {
+            let rows = try store.auditRows(after: after, limit: 1000)
+            guard let last = rows.last else { break }
+            for row in rows where row.event == AuditLog.truncatedEvent {
+                let missing = (try? JSON.parse(row.detail))?["missing"]?.intValue ?? 1
+                truncations.append(Truncation(seq: row.seq, at: row.at, missing: missing))
+            }
+            after = last.seq
+        }
+        return Verification(firstBad: firstBad, missing: saved.map(shortfall) ?? 0, truncations: truncations)
     }
 }

@@ -28,9 +28,19 @@ public struct Request: Sendable {
     }
 
     public static func decode<C: Collection>(line: C) throws(DecodeFailure) -> Request where C.Element == UInt8 {
+        try decode(line: line, secretField: nil) { _ in }
+    }
+
+    /// Decodes like `decode(line:)`; a top-level string `secretField` is
+    /// handed to `takeSecret` as bytes instead of becoming a field (it reads
+    /// as `null`). vaultd passes "value", so an `answer` (a PIN) goes from the
+    /// read buffer straight into secure memory.
+    public static func decode<C: Collection>(line: C, secretField: String?,
+                                             takeSecret: @escaping (UnsafeBufferPointer<UInt8>) -> Void) throws(DecodeFailure) -> Request
+    where C.Element == UInt8 {
         let value: JSON
         do {
-            value = try JSON.parse(line)
+            value = try JSON.parse(line, secretField: secretField, takeSecret: takeSecret)
         } catch {
             throw DecodeFailure(id: .null, failure: .badRequest(LocalizedText(
                 en: "The request is not valid JSON. Send one JSON object per line.",

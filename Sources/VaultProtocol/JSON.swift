@@ -70,14 +70,24 @@ extension JSON {
     }
 
     public static func parse<C: Collection>(_ bytes: C) throws(JSONParseError) -> JSON where C.Element == UInt8 {
+        try parse(bytes, secretField: nil) { _ in }
+    }
+
+    /// Parses like `parse`, except that a string value of the top-level
+    /// member `secretField` never becomes a Swift `String` (which cannot be
+    /// wiped): its UTF-8 bytes are handed to `takeSecret`, straight from
+    /// `bytes` when it has no escapes, and the member reads as `null`.
+    public static func parse<C: Collection>(_ bytes: C, secretField: String?,
+                                            takeSecret: @escaping (UnsafeBufferPointer<UInt8>) -> Void) throws(JSONParseError) -> JSON
+    where C.Element == UInt8 {
         let result: Result<JSON, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buf in
-            var p = Parser(buf)
+            var p = Parser(buf, secretField: secretField, takeSecret: takeSecret)
             return Result { () throws(JSONParseError) in try p.parseDocument() }
         }
         if let result { return try result.get() }
         let copy = Array(bytes)
         return try copy.withUnsafeBufferPointer { buf in
-            var p = Parser(buf)
+            var p = Parser(buf, secretField: secretField, takeSecret: takeSecret)
             return Result { () throws(JSONParseError) in try p.parseDocument() }
         }.get()
     }
@@ -86,8 +96,14 @@ extension JSON {
 private struct Parser {
     let b: UnsafeBufferPointer<UInt8>
     var i = 0
+    let secretField: String?
+    let takeSecret: (UnsafeBufferPointer<UInt8>) -> Void
 
-    init(_ b: UnsafeBufferPointer<UInt8>) { self.b = b }
+    init(_ b: UnsafeBufferPointer<UInt8>, secretField: String? = nil, takeSecret: @escaping (UnsafeBufferPointer<UInt8>) -> Void = { _ in }) {
+        self.b = b
+        self.secretField = secretField
+        self.takeSecret = takeSecret
+    }
 
     func fail(_ reason: String) -> JSONParseError { JSONParseError(offset: i, reason: reason) }
 
@@ -142,7 +158,13 @@ private struct Parser {
             guard i < b.count, b[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
             skipWS()
-            let v = try parseValue(depth: depth + 1)
+            let v: JSON
+            if depth == 0, key == secretField, i < b.count, b[i] == UInt8(ascii: "\"") {
+                try parseSecret()
+                v = .null
+            } else {
+                v = try parseValue(depth: depth + 1)
+            }
             // Duplicate keys are ambiguous (which one wins differs between parsers): refuse them.
             guard o.updateValue(v, forKey: key) == nil else { throw fail("duplicate key") }
             skipWS()
@@ -185,6 +207,43 @@ private struct Parser {
             i += 1
         }
         return v
+    }
+
+    /// A string handed to `takeSecret` as bytes. Without escapes (a PIN is
+    /// digits) it is validated and handed over in place; with escapes it is
+    /// decoded through `parseString`, the one case where a String is made.
+    mutating func parseSecret() throws(JSONParseError) {
+        let open = i
+        i += 1
+        let start = i
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: b[start..<i])
+                guard Parser.isValidUTF8(slice) else { throw fail("invalid UTF-8") }
+                i += 1
+                takeSecret(slice)
+                return
+            }
+            if c == UInt8(ascii: "\\") || c < 0x20 { break }
+            i += 1
+        }
+        i = open
+        var bytes = Array(try parseString().utf8)
+        bytes.withUnsafeBufferPointer { takeSecret($0) }
+        bytes.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+    }
+
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var input = bytes.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        while true {
+            switch parser.parseScalar(from: &input) {
+            case .valid: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 
     mutating func parseString() throws(JSONParseError) -> String {

@@ -196,6 +196,10 @@ public enum Messages {
     public static let browserCloseWindow = LocalizedText(
         en: "You can close this window and go back to the app.",
         nb: "Du kan lukke dette vinduet og gå tilbake til appen.")
+    /// A request on the loopback redirect path that lacks the login's state.
+    public static let browserNotThisLogin = LocalizedText(
+        en: "This is not the login SessionVault is waiting for. Finish logging in in the window SessionVault opened, or start again with “vaultctl login”.",
+        nb: "Dette er ikke innloggingen SessionVault venter på. Fullfør innloggingen i vinduet SessionVault åpnet, eller start på nytt med «vaultctl login».")
     public static let browserAlreadyHandled = LocalizedText(
         en: "This login has already been handled. You can close this window.",
         nb: "Denne innloggingen er allerede behandlet. Du kan lukke dette vinduet.")
@@ -205,6 +209,12 @@ public enum Messages {
     public static let daemonNotRunning = LocalizedText(
         en: "SessionVault is not running. Start it with “systemctl --user start vaultd” (or run “vaultd”), then try again.",
         nb: "SessionVault kjører ikke. Start den med «systemctl --user start vaultd» (eller kjør «vaultd»), og prøv igjen.")
+    /// What answers at the socket runs as another user: a client refuses it.
+    public static func foreignServer(_ path: String) -> LocalizedText {
+        LocalizedText(
+            en: "The program at \(path) is not your vaultd (it runs as another user), so nothing was sent to it. Remove that socket (ask an administrator if it is not yours) and start vaultd again.",
+            nb: "Programmet på \(path) er ikke din vaultd (det kjører som en annen bruker), så ingenting ble sendt til det. Fjern den socketen (spør en administrator hvis den ikke er din) og start vaultd igjen.")
+    }
     public static let daemonClosed = LocalizedText(
         en: "SessionVault closed the connection unexpectedly. Try again; if it keeps happening, restart vaultd.",
         nb: "SessionVault lukket forbindelsen uventet. Prøv igjen; hvis det fortsetter, start vaultd på nytt.")
@@ -235,6 +245,12 @@ public enum Messages {
     public static let stubReaderNotAllowed = LocalizedText(
         en: "The configuration asks for the stub fingerprint reader, a simulation that any program running as you can make report a match. Remove reader = \"stub\" from [fingerprint] (the default is \"none\"), or, for a test or demo only, add allow_stub_reader = true; then start vaultd again.",
         nb: "Konfigurasjonen ber om den simulerte fingeravtrykkleseren (stub), som ethvert program som kjører som deg, kan få til å melde treff. Fjern reader = \"stub\" fra [fingerprint] (standard er \"none\"), eller, bare for test eller demo, legg til allow_stub_reader = true; start så vaultd igjen.")
+    /// The socket's directory is a link, another user's, or open to others.
+    public static func socketDirectoryUnsafe(_ dir: String) -> LocalizedText {
+        LocalizedText(
+            en: "The socket directory \(dir) is not safe: it must be your own directory that only you can open (mode 700), not a link. Remove it (if it is not yours, ask its owner or an administrator to), or set XDG_RUNTIME_DIR, and start vaultd again.",
+            nb: "Socketmappen \(dir) er ikke trygg: den må være din egen mappe som bare du kan åpne (modus 700), ikke en lenke. Fjern den (er den ikke din, be eieren eller en administrator om å gjøre det), eller sett XDG_RUNTIME_DIR, og start vaultd igjen.")
+    }
     public static let configInvalid = LocalizedText(
         en: "The configuration file has an error. Fix the line named below and start vaultd again.",
         nb: "Konfigurasjonsfilen har en feil. Rett linjen som er nevnt nedenfor, og start vaultd igjen.")

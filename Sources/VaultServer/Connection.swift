@@ -1,3 +1,4 @@
+import CVaultShims
 import NIOCore
 import Locking
 import Synchronization
@@ -8,6 +9,9 @@ import VaultProtocol
 /// How a person answered a prompt.
 enum PromptAnswer: Sendable {
     case value(JSON)
+    /// A string answer, in secure memory from the read buffer on (`answer`'s
+    /// `value` never becomes a Swift String on its way to a PIN check).
+    case secret(SecureBytes)
     case cancelled
     case timedOut
 }
@@ -102,6 +106,8 @@ struct ServerConversation: ClientConversation {
     let isInteractive: Bool
     let requester: Requester
     let promptTimeout: Int64
+    /// The authorization-endpoint origins of the configured providers.
+    let openableOrigins: @Sendable () async -> [String]
 
     func send(_ prompt: Prompt) {
         var buffer = channel.allocator.buffer(capacity: 128)
@@ -115,6 +121,17 @@ struct ServerConversation: ClientConversation {
     }
 
     func ask(_ kind: Prompt.Kind, _ text: LocalizedText, extra: [String: JSON] = [:]) async throws(FactorError) -> JSON {
+        switch try await prompt(kind, text, extra: extra) {
+        case .value(let v): return v
+        // Not a secret prompt (a confirm or a choice): its answer may be a String.
+        case .secret(let bytes): return .string(bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
+        case .cancelled: throw .cancelled
+        case .timedOut: throw .timeout
+        }
+    }
+
+    /// Sends a prompt and waits for its answer (or its timeout).
+    func prompt(_ kind: Prompt.Kind, _ text: LocalizedText, extra: [String: JSON] = [:]) async throws(FactorError) -> PromptAnswer {
         guard isInteractive else { throw .notInteractive }
         let pid = state.newPromptID()
         let state = self.state
@@ -127,25 +144,24 @@ struct ServerConversation: ClientConversation {
         let prompt = Prompt(pid: pid, kind: kind, text: text.text(language), extra: extra)
         let answer = await state.wait(for: pid) { send(prompt) }
         timer.cancel()
-        switch answer {
-        case .value(let v): return v
-        case .cancelled: throw .cancelled
-        case .timedOut: throw .timeout
-        }
+        return answer
     }
 
-    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
-        guard case .string(let s) = try await ask(.secret, prompt) else { throw .cancelled }
-        do {
-            return try SecureBytes.utf8(s)
-        } catch {
-            throw .unavailable(Messages.standard(.internal))
+    func askSecret(_ text: LocalizedText) async throws(FactorError) -> SecureBytes {
+        switch try await prompt(.secret, text) {
+        case .secret(let bytes): return bytes
+        case .timedOut: throw .timeout
+        case .value, .cancelled: throw .cancelled
         }
     }
 
     func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
         guard isInteractive else { throw .notInteractive }
-        send(Prompt(pid: state.newPromptID(), kind: .openURL, text: text.text(language), extra: ["url": .string(url)]))
+        // The client opens only a URL on one of these origins (docs/protocol.md):
+        // a plugin or anything else that names another page gets it printed.
+        let origins = await openableOrigins().map { JSON.string($0) }
+        send(Prompt(pid: state.newPromptID(), kind: .openURL, text: text.text(language),
+                    extra: ["url": .string(url), "origins": .array(origins)]))
     }
 
     func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
@@ -203,7 +219,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
-        defer { handedOver = HandOver() }
+        defer {
+            // What the lane read may hold an answer's PIN or import's tokens.
+            handedOver.input.withUnsafeMutableBytes { sv_wipe($0.baseAddress, UInt($0.count)) }
+            handedOver = HandOver()
+        }
         guard router.connections.add(channel, limit: router.limits.maxConnections) else {
             refuse(.tooManyConnections(limit: router.limits.maxConnections), channel: channel)
             context.fireChannelActive()
@@ -307,9 +327,15 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             buffer.writeBytes(Response.failure(id: .null, error: failure, language: language).encoded())
             channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
         case .line(let buffer):
+            // The line may hold a PIN (`answer`) or tokens (`import`): once
+            // parsed, its bytes in the read buffer are wiped.
+            defer { buffer.withUnsafeReadableBytes { sv_wipe(UnsafeMutableRawPointer(mutating: $0.baseAddress), UInt($0.count)) } }
             let request: Request
+            var secret: SecureBytes?
             do {
-                request = try Request.decode(line: buffer.readableBytesView)
+                request = try Request.decode(line: buffer.readableBytesView, secretField: "value") { bytes in
+                    secret = try? SecureBytes(count: bytes.count) { $0.copyMemory(from: UnsafeRawBufferPointer(bytes)) }
+                }
             } catch {
                 write(.failure(id: error.id, error: error.failure, language: language), to: channel)
                 return
@@ -318,7 +344,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             case "hello":
                 hello(request, channel: channel)
             case "answer":
-                write(answer(request), to: channel)
+                write(answer(request, secret: secret), to: channel)
             case "session":
                 // The common case, an unlocked vault with a fresh token, is answered
                 // right here on the event loop; a token that is due (or short of
@@ -348,10 +374,19 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func answer(_ released: ReleasedSession, id: JSON, channel: any Channel) {
         // Audit first: the client may exit the moment it has its answer.
         router.auditRelease(released, requester: state.requester)
-        let answer = released.answer(id: id)
-        var buffer = channel.allocator.buffer(capacity: answer.count)
-        buffer.writeBytes(answer)
-        channel.writeAndFlush(buffer, promise: nil)
+        ConnectionHandler.writeWiping(released.answer(id: id), to: channel)
+    }
+
+    /// Writes `bytes` (an answer that may carry an access token), wiping the
+    /// array at once and the buffer once it is written.
+    static func writeWiping(_ bytes: consuming [UInt8], to channel: any Channel) {
+        var buffer = channel.allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        bytes.withUnsafeMutableBytes { sv_wipe($0.baseAddress, UInt($0.count)) }
+        let written = buffer
+        channel.writeAndFlush(buffer).whenComplete { _ in
+            written.withUnsafeReadableBytes { sv_wipe(UnsafeMutableRawPointer(mutating: $0.baseAddress), UInt($0.count)) }
+        }
     }
 
     /// The answer to a request that joined a running refresh, written from
@@ -380,9 +415,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         state.began()
         Task {
             let response = await router.handle(request, state: state, channel: channel)
-            var out = channel.allocator.buffer(capacity: 256)
-            out.writeBytes(response.encoded())
-            channel.writeAndFlush(out, promise: nil)
+            ConnectionHandler.writeWiping(response.encoded(), to: channel)
             state.ended()
         }
     }
@@ -409,7 +442,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
-    func answer(_ request: Request) -> Response {
+    func answer(_ request: Request, secret: SecureBytes?) -> Response {
         guard let pid = request["pid"]?.stringValue else {
             return .failure(id: request.id, error: .badRequest(LocalizedText(
                 en: "An answer needs the “pid” of the prompt it answers.",
@@ -418,7 +451,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let answer: PromptAnswer
         if request["cancel"]?.boolValue == true {
             answer = .cancelled
-        } else if let value = request["value"] {
+        } else if let secret {
+            answer = .secret(secret)
+        } else if let value = request["value"], value != .null {
             answer = .value(value)
         } else {
             answer = .cancelled

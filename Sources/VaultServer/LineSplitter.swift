@@ -1,3 +1,4 @@
+import CVaultShims
 import NIOCore
 import VaultProtocol
 
@@ -35,7 +36,11 @@ struct LineSplitter {
         guard !overflowed else { return }
         var buffer: ByteBuffer
         if var carried = pending {
+            // The read buffer's copy of a line's second part is wiped here; the
+            // handler wipes the whole line in `carried` once it is parsed.
+            let copied = incoming
             carried.writeBuffer(&incoming)
+            copied.withUnsafeReadableBytes { sv_wipe(UnsafeMutableRawPointer(mutating: $0.baseAddress), UInt($0.count)) }
             buffer = carried
             pending = nil
         } else {

@@ -65,13 +65,16 @@ struct RequestRouter: Sendable {
     let promptTimeout: Int64
     let limits: ConnectionLimits
     let connections: ConnectionSet
+    /// The origins an `open_url` prompt lets the client open (VaultServer's init).
+    let openableOrigins: @Sendable () async -> [String]
     let releaseAudit = ReleaseAuditLimiter()
 
     func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
         let language = state.language
         let conversation = ServerConversation(
             state: state, channel: channel, requestID: request.id, language: language,
-            isInteractive: state.interactive, requester: state.requester, promptTimeout: promptTimeout)
+            isInteractive: state.interactive, requester: state.requester, promptTimeout: promptTimeout,
+            openableOrigins: openableOrigins)
         do {
             let result = try await route(request, conversation)
             return .success(id: request.id, result: result)
@@ -163,8 +166,11 @@ struct RequestRouter: Sendable {
         case "audit":
             if request["verify"]?.boolValue == true {
                 do {
-                    let bad = try vault.audit.verify()
-                    return ["ok": .bool(bad == nil), "first_bad": bad.map { .int($0) } ?? .null]
+                    let v = try vault.audit.check()
+                    return [
+                        "ok": .bool(v.intact), "first_bad": v.firstBad.map { .int($0) } ?? .null, "missing": .int(v.missing),
+                        "truncated": .array(v.truncations.map { ["seq": .int($0.seq), "at": .double($0.at), "missing": .int($0.missing)] }),
+                    ]
                 } catch {
                     throw .internal()
                 }

@@ -11,12 +11,15 @@ import Glibc
 public enum ServerStartError: Error, Sendable {
     case inUse
     case unsafePath(String)
+    /// The socket's directory exists but is a link, not ours, or open to others.
+    case unsafeDirectory(String, reason: String)
     case bind(String)
 
     public var message: LocalizedText {
         switch self {
         case .inUse: return Messages.socketInUse
         case .unsafePath: return Messages.socketPathUnsafe
+        case .unsafeDirectory(let dir, _): return Messages.socketDirectoryUnsafe(dir)
         case .bind:
             return LocalizedText(
                 en: "vaultd could not open its socket. Check that the runtime directory exists and is yours, then start vaultd again.",
@@ -67,14 +70,18 @@ public final class VaultServer: Sendable {
     let group: MultiThreadedEventLoopGroup
     let logger: Logger
 
+    /// `openableOrigins`: the origins of the configured providers'
+    /// authorization endpoints, sent with every `open_url` prompt so that the
+    /// client opens a browser only there.
     public init(vault: Vault, socketPath: String, group: MultiThreadedEventLoopGroup, logger: Logger, promptTimeout: Int = 120,
-                limits: ConnectionLimits = ConnectionLimits()) {
+                limits: ConnectionLimits = ConnectionLimits(),
+                openableOrigins: @escaping @Sendable () async -> [String] = { [] }) {
         self.socketPath = socketPath
         self.group = group
         self.logger = logger
         self.router = RequestRouter(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
                                     ownUID: getuid(), promptTimeout: Int64(promptTimeout), limits: limits,
-                                    connections: ConnectionSet())
+                                    connections: ConnectionSet(), openableOrigins: openableOrigins)
     }
 
     /// Closes every client connection; their open questions count as cancelled.
@@ -161,19 +168,24 @@ public final class VaultServer: Sendable {
         }
     }
 
-    /// Makes the socket's directory 0700 and ours, and clears a stale socket.
-    /// Refuses a symlink or anything owned by another user, and refuses to
-    /// steal the socket of a vaultd that is still answering.
+    /// Creates the socket's directory (0700) or accepts an existing one only
+    /// when it is a real directory of ours with mode 0700, and clears a stale
+    /// socket. Without `XDG_RUNTIME_DIR` the directory is
+    /// `/tmp/sessionvault-UID`, a name anyone can create first: a directory
+    /// another user made, a link, or one others can enter would let them plant
+    /// or watch the socket, so it is refused, never repaired. Refuses to steal
+    /// the socket of a vaultd that is still answering.
     static func prepare(socketPath: String) throws(ServerStartError) {
         let dir = socketPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         if !dir.isEmpty {
+            if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw .bind("cannot create \(dir): errno \(errno)") }
+            // Checked after mkdir, whoever made it: mkdir never follows a link.
             var st = stat()
-            if lstat(dir, &st) != 0 {
-                if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw .bind("cannot create \(dir)") }
-            } else {
-                guard (st.st_mode & S_IFMT) == S_IFDIR else { throw .unsafePath("\(dir) is not a directory") }
-                guard st.st_uid == getuid() else { throw .unsafePath("\(dir) is owned by another user") }
-                chmod(dir, 0o700)
+            guard lstat(dir, &st) == 0 else { throw .bind("cannot inspect \(dir): errno \(errno)") }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw .unsafeDirectory(dir, reason: "not a directory (a link?)") }
+            guard st.st_uid == getuid() else { throw .unsafeDirectory(dir, reason: "owned by uid \(st.st_uid)") }
+            guard st.st_mode & 0o7777 == 0o700 else {
+                throw .unsafeDirectory(dir, reason: "mode \(String(st.st_mode & 0o7777, radix: 8)), not 700")
             }
         }
         var st = stat()

@@ -98,11 +98,7 @@ struct Audit: ParsableCommand {
                 if r["ok"]?.boolValue == true {
                     if !read.json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
                 } else {
-                    let seq = r["first_bad"]?.intValue ?? 0
-                    let text = LocalizedText(
-                        en: "The audit log was changed at entry \(seq) or later. Keep the vault file for inspection and report it.",
-                        nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere. Ta vare på hvelvfilen for undersøkelse og meld fra.")
-                    Stdio.error("vaultctl: \(text.text(s.language))\n")
+                    for text in Audit.problems(r) { Stdio.error("vaultctl: \(text.text(s.language))\n") }
                     throw ExitCode(1)
                 }
                 return
@@ -116,6 +112,31 @@ struct Audit: ParsableCommand {
                 print("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)")
             }
         }
+    }
+
+    /// One sentence per problem `audit verify` reported.
+    static func problems(_ r: JSON) -> [LocalizedText] {
+        var out: [LocalizedText] = []
+        if let seq = r["first_bad"]?.intValue {
+            out.append(LocalizedText(
+                en: "The audit log was changed at entry \(seq) or later. Keep the vault file for inspection and report it.",
+                nb: "Hendelsesloggen er endret ved oppføring \(seq) eller senere. Ta vare på hvelvfilen for undersøkelse og meld fra."))
+        }
+        if let n = r["missing"]?.intValue, n > 0 {
+            out.append(LocalizedText(
+                en: "The newest \(n) entries of the audit log are missing: it was cut short, or an older vault file was put back. Keep the vault file for inspection and report it.",
+                nb: "De nyeste \(n) oppføringene i hendelsesloggen mangler: den er kortet ned, eller en eldre hvelvfil er lagt tilbake. Ta vare på hvelvfilen for undersøkelse og meld fra."))
+        }
+        for t in r["truncated"]?.arrayValue ?? [] {
+            let n = t["missing"]?.intValue ?? 1
+            let seq = t["seq"]?.intValue ?? 0
+            let at = t["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0
+            out.append(LocalizedText(
+                en: "The newest \(n) entries of the audit log were missing when vaultd checked it at \(isoTime(at)) (entry \(seq) records it): it was cut short, or an older vault file was put back. Keep the vault file for inspection and report it.",
+                nb: "De nyeste \(n) oppføringene i hendelsesloggen manglet da vaultd sjekket den \(isoTime(at)) (oppføring \(seq) viser det): den er kortet ned, eller en eldre hvelvfil er lagt tilbake. Ta vare på hvelvfilen for undersøkelse og meld fra."))
+        }
+        if out.isEmpty { out.append(LocalizedText(en: "The audit log could not be checked. Try again.", nb: "Hendelsesloggen kunne ikke sjekkes. Prøv igjen.")) }
+        return out
     }
 }
 

@@ -11,6 +11,7 @@ import Glibc
 struct Terminal {
     /// The command that opens a URL (nil: only print it).
     var browser: [String]? = Terminal.defaultBrowser()
+    var language: Language = CtlSession.language
 
     var isTTY: Bool { isatty(STDIN_FILENO) == 1 }
 
@@ -24,6 +25,19 @@ struct Terminal {
         }
         return nil
     }
+
+    /// Whether an `open_url` prompt's URL is a login page of a configured
+    /// provider: http(s), on one of the authorization-endpoint origins vaultd
+    /// (whose uid the connection checked) sent with the prompt. Anything else,
+    /// say a plugin's page or a file: URL, is only printed.
+    static func mayOpen(_ url: String, _ prompt: Prompt) -> Bool {
+        guard let origin = WebOrigin.of(url) else { return false }
+        return (prompt.extra["origins"]?.arrayValue ?? []).contains { $0.stringValue == origin }
+    }
+
+    static let notAProviderPage = LocalizedText(
+        en: "This address is not the login page of a provider set up in SessionVault, so it was not opened. Open it yourself only if you trust it:",
+        nb: "Denne adressen er ikke innloggingssiden til en tjeneste som er satt opp i SessionVault, så den ble ikke åpnet. Åpne den selv bare hvis du stoler på den:")
 
     /// Starts the browser on `url` without waiting for it; false if it could not start.
     func open(_ url: String) -> Bool {
@@ -46,6 +60,10 @@ struct Terminal {
         case .openURL:
             let url = prompt.extra["url"]?.stringValue ?? ""
             Stdio.error("\(prompt.text)\n")
+            guard Terminal.mayOpen(url, prompt) else {
+                Stdio.error("\(Terminal.notAProviderPage.text(language))\n\(url)\n")
+                return .none
+            }
             if !open(url) {
                 // No browser here (or --no-browser): the person opens it by hand.
                 Stdio.error("\(url)\n")

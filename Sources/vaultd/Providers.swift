@@ -29,6 +29,16 @@ final class ProviderDirectory: IdentityProviderDirectory {
 
     var loginProviders: [any IdentityProvider] { configured }
 
+    /// Where a client may open a browser for a login: the authorization
+    /// endpoints' origins of the configured providers whose discovery was read.
+    func authorizationOrigins() async -> [String] {
+        var origins: [String] = []
+        for p in configured {
+            if let o = await p.authorizationOrigin(), !origins.contains(o) { origins.append(o) }
+        }
+        return origins
+    }
+
     func provider(for session: SessionMeta) -> (any IdentityProvider)? {
         if let p = configured.first(where: { $0.id == session.provider && $0.profile.issuer == session.issuer }) { return p }
         if let p = configured.first(where: { $0.profile.issuer == session.issuer && $0.profile.clientID == session.clientID }) { return p }

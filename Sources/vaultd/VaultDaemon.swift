@@ -203,6 +203,11 @@ struct VaultDaemon: AsyncParsableCommand {
             }
         }
         auditForwarder.attach(vault.audit)
+        // The audit chain's head lives beside the device key, where a rollback
+        // of the vault file does not reach (a shortfall is logged and audited).
+        if let heads = deviceKeys as? any AuditHeadStore {
+            vault.audit.keepHead(in: heads, startingOver: created)
+        }
 
         if let n = file.max_connections, n < 1 {
             Self.fail(Messages.configInvalid, detail: "max_connections must be at least 1", language: language, code: 2)
@@ -216,7 +221,8 @@ struct VaultDaemon: AsyncParsableCommand {
                                  logger: logger, promptTimeout: vaultConfig.promptTimeout,
                                  limits: ConnectionLimits(
                                      idleTimeout: file.connection_idle_timeout ?? ConnectionLimits.defaultIdleTimeout,
-                                     maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections))
+                                     maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections),
+                                 openableOrigins: { await directory.authorizationOrigins() })
         // The socket is bound inside the service group, so SIGTERM/SIGINT are
         // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [
@@ -310,6 +316,7 @@ struct ListenerService: Service {
         }
         Systemd.notify("STOPPING=1")
         await vault.lock(reason: "shutdown")
+        vault.audit.flushHead()
         server.closeConnections()
         if activatedFD == nil { unlink(server.socketPath) }
     }

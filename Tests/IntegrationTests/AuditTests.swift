@@ -105,4 +105,72 @@ final class AuditTests: VaultdTestCase {
         let r = v.vaultctl(["audit", "--verify"])
         XCTAssertEqual(r.exit, 1, r.out + r.err)
     }
+
+    func maxSeq(_ v: VaultdProcess) throws -> Int64 {
+        let r = try sqlite3(v.storePath, "SELECT max(seq) FROM audit;")
+        XCTAssertEqual(r.exit, 0, r.err)
+        return try XCTUnwrap(Int64(r.out.trimmingCharacters(in: .whitespacesAndNewlines)), r.out)
+    }
+
+    /// Deleting the newest entries leaves a chain that verifies; the head kept
+    /// beside the device key shows it, at start and in `audit --verify`.
+    func testDeletedNewestEntriesAreReported() throws {
+        try assertDeletedNewestEntriesAreReported(try startVaultd())
+    }
+
+    /// The same with the head in a real Secret Service item.
+    func testDeletedNewestEntriesAreReportedWithTheSecretService() throws {
+        let keyring = try PrivateKeyring(.unlocked)
+        defer { keyring.stop() }
+        let v = try makeVaultd(keyring: "secret-service", env: keyring.environment)
+        try v.start()
+        try assertDeletedNewestEntriesAreReported(v)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: v.dataDir + "/audit.head"))
+    }
+
+    func assertDeletedNewestEntriesAreReported(_ v: VaultdProcess) throws {
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        XCTAssertEqual(v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n").exit, 0)
+        // Untouched, across a restart: intact.
+        XCTAssertEqual(v.stop()?.exit, 0)
+        try v.start()
+        let intact = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(intact.exit, 0, intact.out + intact.err)
+        XCTAssertTrue(intact.out.contains("The audit log is intact."), intact.out)
+        XCTAssertFalse(v.log.contains("audit entries are missing"), v.log)
+
+        XCTAssertEqual(v.stop()?.exit, 0)
+        let newest = try maxSeq(v)
+        let tamper = try sqlite3(v.storePath, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq > \(newest - 2);")
+        XCTAssertEqual(tamper.exit, 0, tamper.err)
+        try v.start()
+        XCTAssertTrue(v.log.contains("the newest audit entries are missing"), v.log)
+        for (lang, sentence) in [("C.UTF-8", "The newest 2 entries of the audit log were missing when vaultd checked it at"),
+                                 ("nb_NO.UTF-8", "De nyeste 2 oppføringene i hendelsesloggen manglet da vaultd sjekket den")] {
+            let r = v.vaultctl(["audit", "--verify"], env: ["LANG": lang])
+            XCTAssertEqual(r.exit, 1, r.out + r.err)
+            XCTAssertTrue(r.err.contains(sentence), r.err)
+        }
+        let json = v.vaultctl(["audit", "--verify", "--json"])
+        let result = try JSON.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(result["ok"], .bool(false), json.out)
+        XCTAssertEqual(result["truncated"]?.arrayValue?.first?["missing"]?.intValue, 2, json.out)
+        XCTAssertTrue(try auditEntries(v).contains { $0["event"] == "audit_truncated" })
+    }
+
+    /// Rows deleted while vaultd runs show at the next audited event.
+    func testNewestEntriesDeletedWhileRunningAreReported() throws {
+        let v = try startVaultd()
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        XCTAssertEqual(v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n").exit, 0)
+        let newest = try maxSeq(v)
+        let tamper = try sqlite3(v.storePath, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq > \(newest - 3);")
+        XCTAssertEqual(tamper.exit, 0, tamper.err)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let r = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(r.exit, 1, r.out + r.err)
+        XCTAssertTrue(r.err.contains("The newest 3 entries of the audit log were missing"), r.err)
+    }
 }

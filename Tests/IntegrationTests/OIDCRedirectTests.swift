@@ -13,10 +13,12 @@ final class OIDCRedirectTests: OIDCTestCase {
     /// A "browser" that does what a hostile page or a person who walks away would
     /// do (env FORGE_MODE): `stall` opens the login page and stops there;
     /// `forged_state` sends a redirect with someone else's state; `dup_state`
-    /// repeats the right state. It writes the redirect_uri to FORGE_OUT.
+    /// repeats the right state; `stray_then_real` sends the forged one, writes
+    /// its HTTP status to FORGE_OUT.stray, then logs in as scripts/demo-browser
+    /// (FORGE_REAL) does. It writes the redirect_uri to FORGE_OUT.
     static let forgingBrowser = #"""
         #!/usr/bin/python3
-        import os, sys, urllib.parse, urllib.request
+        import os, sys, urllib.error, urllib.parse, urllib.request
         url = sys.argv[1]
         q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
         with open(os.environ["FORGE_OUT"], "w") as f:
@@ -24,6 +26,15 @@ final class OIDCRedirectTests: OIDCTestCase {
         mode = os.environ["FORGE_MODE"]
         iss = os.environ.get("FORGE_ISS", "")
         try:
+            if mode == "stray_then_real":
+                forged = [("code", "forged-code"), ("state", "not-the-state-of-this-login"), ("iss", iss)]
+                try:
+                    status = urllib.request.urlopen(q["redirect_uri"] + "?" + urllib.parse.urlencode(forged), timeout=30).status
+                except urllib.error.HTTPError as e:
+                    status = e.code
+                with open(os.environ["FORGE_OUT"] + ".stray", "w") as f:
+                    f.write(str(status))
+                os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
             if mode == "stall":
                 urllib.request.urlopen(url, timeout=10).read()
                 sys.exit(0)
@@ -70,7 +81,8 @@ final class OIDCRedirectTests: OIDCTestCase {
         let browser = try installForgingBrowser(v)
         let out = v.root + "/redirect-\(mode).txt"
         let r = ctl(v, ["login", provider.profile, "--browser", browser, "--json"], stdin: "n\n",
-                    env: ["FORGE_MODE": mode, "FORGE_OUT": out, "FORGE_ISS": provider.issuer], timeout: 45)
+                    env: ["FORGE_MODE": mode, "FORGE_OUT": out, "FORGE_ISS": provider.issuer,
+                          "FORGE_REAL": TestProvider.browser], timeout: 45)
         return (r, try redirectPort(out))
     }
 
@@ -90,18 +102,40 @@ final class OIDCRedirectTests: OIDCTestCase {
         XCTAssertEqual(ok.exit, 0, "no stale pending login: \(ok)")
     }
 
-    func testForgedRedirectIsStateMismatch() throws {
+    /// Any local process may reach the loopback port: a redirect without this
+    /// login's state is answered 400 and ignored, and the login goes on.
+    func testForgedRedirectIsIgnoredAndTheRealOneLogsIn() throws {
         let bankid = try startProvider("bankid")
         let v = try startVaultd(providers: [bankid])
+        let out = v.root + "/redirect-stray_then_real.txt"
+        let (r, _) = try forgedLogin(v, provider: bankid, mode: "stray_then_real")
+        XCTAssertEqual(r.exit, 0, "the login should survive a forged redirect: \(r)")
+        XCTAssertEqual(try String(contentsOfFile: out + ".stray", encoding: .utf8), "400")
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "only the real code is exchanged")
+        XCTAssertFalse(v.log.contains("not-the-state-of-this-login"), "the forged state was logged")
+        XCTAssertTrue(v.log.contains("without this login's state"), "the ignored request is noted: \(v.log)")
+    }
+
+    func testOnlyForgedRedirectsTimeOut() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid], tableExtra: ["bankid": "redirect_timeout = 3"])
         let (r, port) = try forgedLogin(v, provider: bankid, mode: "forged_state")
-        assertLoginFails(r, code: "state_mismatch", message: OIDCErrorTests.stateMismatch)
+        assertLoginFails(r, code: "timeout", message: OIDCErrorTests.timedOut)
+        XCTAssertGreaterThanOrEqual(r.seconds, 2.5, "kept waiting after the forged redirect: \(r)")
         XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0, "a forged code is never exchanged")
         XCTAssertFalse(loopbackPortAccepts(port), "the loopback listener on \(port) is closed")
         try assertNothingStored(v)
+    }
 
-        let (dup, _) = try forgedLogin(v, provider: bankid, mode: "dup_state")
+    /// Whoever repeats the right state tampered with the real redirect: that
+    /// still ends the login as forged.
+    func testDuplicatedStateIsStateMismatch() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let (dup, port) = try forgedLogin(v, provider: bankid, mode: "dup_state")
         assertLoginFails(dup, code: "state_mismatch", message: OIDCErrorTests.stateMismatch)
         XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0)
+        XCTAssertFalse(loopbackPortAccepts(port), "the loopback listener on \(port) is closed")
         try assertNothingStored(v)
 
         let ok = login(v, "bankid")

@@ -71,4 +71,83 @@ final class PeerCredentialTests: VaultdTestCase {
         // The owner is still served.
         XCTAssertTrue(try v.raw().call("status").isOK)
     }
+
+    /// A stand-in for vaultd run as another uid: listens at argv[1], answers
+    /// every line with a success (so a client that does not check carries on),
+    /// and once no one has connected for 3 s prints what it received as JSON.
+    static let foreignServer = """
+        import json, os, socket, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(4)
+        print("ready", flush=True)
+        s.settimeout(3)
+        data = b""
+        while True:
+            try:
+                conn, _ = s.accept()
+            except socket.timeout:
+                break
+            conn.settimeout(3)
+            try:
+                while True:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    for _ in chunk.split(b"\\n")[:-1]:
+                        conn.sendall(b'{"id":1,"ok":true,"result":{"version":1,"server":"fake","locked":false}}\\n')
+            except OSError:
+                pass
+            conn.close()
+        print(json.dumps({"received": data.decode("utf-8", "replace")}), flush=True)
+        """
+
+    func testVaultctlRefusesAServerOfAnotherUID() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to run a server as uid 65534") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            throw XCTSkip("needs /usr/bin/setpriv and /usr/bin/python3")
+        }
+        let v = try makeVaultd()  // only for its temp dir (removed at the end)
+        let dir = v.root + "/foreign"
+        XCTAssertEqual(mkdir(dir, 0o777), 0)
+        chmod(v.root, 0o711)
+        chmod(dir, 0o777)
+        let path = dir + "/vault.sock"
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        server.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", Self.foreignServer, path]
+        server.environment = ["PATH": "/usr/bin:/bin"]
+        let out = Pipe()
+        server.standardOutput = out
+        try server.run()
+        defer { if server.isRunning { server.terminate() } }
+        var ready = Data()
+        while !ready.contains(0x0A) {
+            let chunk = out.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            ready.append(chunk)
+        }
+        XCTAssertEqual(String(decoding: ready, as: UTF8.self), "ready\n")
+        var st = stat()
+        XCTAssertEqual(lstat(path, &st), 0)
+        XCTAssertEqual(st.st_uid, 65534)
+
+        for language in [Language.en, .nb] {
+            let r = try runProcess(Binaries.vaultctl, ["status"], env: childEnvironment([
+                "SESSIONVAULT_SOCKET": path, "HOME": v.root + "/home", "LANG": language == .en ? "C.UTF-8" : "nb_NO.UTF-8",
+            ]), timeout: 30)
+            XCTAssertNotEqual(r.exit, 0, "vaultctl talked to a server of another uid: \(r.out)")
+            XCTAssertTrue(r.err.contains(Messages.foreignServer(path).text(language)), r.err)
+        }
+        server.waitUntilExit()
+        let report = try JSON.parse(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(report["received"], .string(""), "vaultctl sent something to the foreign server")
+
+        // The owner's own vaultd is still accepted.
+        let own = try startVaultd()
+        let r = own.vaultctl(["status"])
+        XCTAssertEqual(r.exit, 0, r.err)
+    }
 }

@@ -74,6 +74,47 @@ final class StartupRefusalTests: VaultdTestCase {
         XCTAssertEqual(try String(contentsOfFile: v.socketPath, encoding: .utf8), "mine")
     }
 
+    /// Without XDG_RUNTIME_DIR the socket's directory is /tmp/sessionvault-UID,
+    /// a name anyone may create first; the same check guards every socket
+    /// directory, so the tests use the fixture's own.
+    func testSocketDirectoryOthersCanEnterIsRefusedNotRepaired() throws {
+        let v = try makeVaultd()
+        XCTAssertEqual(mkdir(v.runDir, 0o755), 0)
+        XCTAssertEqual(chmod(v.runDir, 0o755), 0)
+        assertRefused(try v.runToExit(), sentence: Messages.socketDirectoryUnsafe(v.runDir).en)
+        var st = stat()
+        XCTAssertEqual(lstat(v.runDir, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o7777, 0o755, "the directory was changed instead of refused")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: v.socketPath))
+    }
+
+    func testSocketDirectoryThatIsALinkIsRefused() throws {
+        let v = try makeVaultd()
+        let real = v.root + "/elsewhere"
+        XCTAssertEqual(mkdir(real, 0o700), 0)
+        XCTAssertEqual(symlink(real, v.runDir), 0)
+        assertRefused(try v.runToExit(), sentence: Messages.socketDirectoryUnsafe(v.runDir).en)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: real + "/vault.sock"), "the link was followed")
+    }
+
+    func testSocketDirectoryOfAnotherUserIsRefused() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to chown a directory to uid 65534") }
+        let v = try makeVaultd()
+        XCTAssertEqual(mkdir(v.runDir, 0o700), 0)
+        XCTAssertEqual(chown(v.runDir, 65534, 65534), 0)
+        assertRefused(try v.runToExit(), sentence: Messages.socketDirectoryUnsafe(v.runDir).en)
+        var st = stat()
+        XCTAssertEqual(lstat(v.runDir, &st), 0)
+        XCTAssertEqual(st.st_uid, 65534)
+    }
+
+    func testSocketDirectoryOfOursWithMode700IsUsed() throws {
+        let v = try makeVaultd()
+        XCTAssertEqual(mkdir(v.runDir, 0o700), 0)
+        try v.start()
+        XCTAssertTrue(try v.raw().call("status").isOK)
+    }
+
     func testSecondVaultdOnTheSameSocketIsRefused() throws {
         let v = try startVaultd()
         enrollPIN(v)

@@ -147,4 +147,14 @@ final class FileKeyringTests: XCTestCase {
         assertUnsafe(try FileKeyring(path: dir + "/device.key").loadOrCreate())
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/device.key"))
     }
+
+    func testAuditHeadRoundTripsInAPrivateFileBesideTheKey() throws {
+        let keyring = FileKeyring(path: root + "/device.key")
+        XCTAssertNil(try keyring.loadAuditHead())
+        try keyring.saveAuditHead("3 0a0b")
+        try keyring.saveAuditHead("4 0c0d")
+        XCTAssertEqual(try keyring.loadAuditHead(), "4 0c0d")
+        XCTAssertEqual(try mode(root + "/audit.head"), 0o600)
+        XCTAssertNil(try keyring.load(), "the head is not the key")
+    }
 }

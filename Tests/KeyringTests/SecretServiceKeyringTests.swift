@@ -48,6 +48,21 @@ final class SecretServiceKeyringTests: XCTestCase {
         XCTAssertTrue(second.key.constantTimeEquals(first.key))
     }
 
+    /// The audit chain head is a second item of its own schema: it round-trips
+    /// and neither hides nor replaces the device key.
+    func testAuditHeadIsItsOwnItem() throws {
+        guard try requireTestKeyring() else { return }
+        let keyring = makeKeyring("audit")
+        XCTAssertNil(try keyring.loadAuditHead())
+        let (key, _) = try keyring.loadOrCreate()
+        try keyring.saveAuditHead("7 00ff")
+        try keyring.saveAuditHead("8 ab01")
+        XCTAssertEqual(try keyring.loadAuditHead(), "8 ab01")
+        let loaded = try XCTUnwrap(try keyring.load())
+        XCTAssertTrue(loaded.constantTimeEquals(key), "the device key lookup found the audit head")
+        XCTAssertNil(try makeKeyring("other").loadAuditHead(), "another vault sees this vault's head")
+    }
+
     func testSeparateVaultsAreIndependent() throws {
         guard try requireTestKeyring() else { return }
         let a = makeKeyring("a"), b = makeKeyring("b")

@@ -163,28 +163,58 @@ final class FlowTests: XCTestCase, @unchecked Sendable {
 
     // MARK: The redirect
 
-    func testStateMismatch() async throws {
+    /// Any local process can reach the loopback port: a request without this
+    /// login's state is answered 400 and ignored; the real redirect still logs in.
+    func testStrayRedirectsAreIgnoredAndTheRealOneLogsIn() async throws {
+        stub.update {
+            $0.idClaims = ["bankid_altsub": "altsub-kari", "name": "Kari Nordmann", "acr": "urn:bankid:bid;LOA=4"]
+        }
+        let strays = Locked<[(status: Int, body: String)]>([])
         let browser = BrowserConversation { request in
-            let code = self.stub.issueCode(for: request)
-            return [("code", code), ("state", "forged-state"), ("iss", self.stub.issuer)]
+            for query in ["code=stolen&state=forged-state&iss=x", "code=stolen", "state=%zz", ""] {
+                if let r = try? await browserGET(request.redirectURI + "?" + query) {
+                    strays.withLock { $0.append((r.status, r.body)) }
+                }
+            }
+            return await loggingIn(self.stub)(request)
         }
-        let failure = await assertFailure(.stateMismatch) { () async throws(VaultFailure) in
-            try await self.bankID().login(browser)
-        }
-        XCTAssertEqual(failure?.message.en, "Something went wrong — please log in again")
+        let login = try await bankID().login(browser)
+        XCTAssertEqual(login.subject, "altsub-kari")
+        let seen = strays.withLock { $0 }
+        XCTAssertEqual(seen.map(\.status), [400, 400, 400, 400])
+        XCTAssertTrue(seen.allSatisfy { $0.body.contains("This is not the login SessionVault is waiting for.") }, "\(seen)")
         let page = await browser.browserResult()
-        XCTAssertTrue(page?.body.contains("Something went wrong — please log in again.") == true, page?.body ?? "")
-        XCTAssertTrue(page?.body.contains("You can close this window") == true)
-        XCTAssertTrue(stub.server.requests("POST /token").isEmpty, "nothing is exchanged after a forged redirect")
+        XCTAssertEqual(page?.status, 200)
+        XCTAssertEqual(stub.server.requests("POST /token").count, 1, "only the real code is exchanged")
+        XCTAssertFalse(stub.server.requests("POST /token").contains { $0.form["code"] == "stolen" })
     }
 
-    func testMissingStateAndDuplicatedParametersAreMismatches() async throws {
-        let noState = BrowserConversation { request in [("code", self.stub.issueCode(for: request))] }
-        _ = await assertFailure(.stateMismatch) { () async throws(VaultFailure) in try await self.bankID().login(noState) }
+    func testOnlyStrayRedirectsTimeOut() async throws {
+        let provider = bankID { $0.redirectTimeout = .seconds(2) }
+        let browser = BrowserConversation { request in
+            let code = self.stub.issueCode(for: request)
+            _ = try? await browserGET(request.redirectURI + "?code=\(code)&state=forged-state")
+            return [("code", code), ("iss", self.stub.issuer)]  // no state at all
+        }
+        let failure = await assertFailure(.timeout) { () async throws(VaultFailure) in try await provider.login(browser) }
+        XCTAssertEqual(failure?.message.en, "The login timed out — please try again")
+        let page = await browser.browserResult()
+        XCTAssertEqual(page?.status, 400)
+        XCTAssertTrue(stub.server.requests("POST /token").isEmpty, "nothing is exchanged without the state")
+    }
+
+    /// Someone who knows the state but sends parameters twice tampered with the
+    /// real redirect: that still ends the login as forged.
+    func testDuplicatedParametersWithTheStateAreMismatches() async throws {
         let twice = BrowserConversation { request in
             [("code", self.stub.issueCode(for: request)), ("state", request.state), ("code", "other")]
         }
-        _ = await assertFailure(.stateMismatch) { () async throws(VaultFailure) in try await self.bankID().login(twice) }
+        let failure = await assertFailure(.stateMismatch) { () async throws(VaultFailure) in try await self.bankID().login(twice) }
+        XCTAssertEqual(failure?.message.en, "Something went wrong — please log in again")
+        let page = await twice.browserResult()
+        XCTAssertTrue(page?.body.contains("Something went wrong — please log in again.") == true, page?.body ?? "")
+        XCTAssertTrue(page?.body.contains("You can close this window") == true)
+        XCTAssertTrue(stub.server.requests("POST /token").isEmpty, "nothing is exchanged after a forged redirect")
     }
 
     func testErrorTogetherWithCodeIsRejected() async throws {

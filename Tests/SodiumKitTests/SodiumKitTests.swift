@@ -131,3 +131,16 @@ final class PasswordHashTests: XCTestCase {
         XCTAssertThrowsError(try PasswordHash.argon2id(try SecureBytes.utf8("1"), salt: [1, 2], cost: .interactive))
     }
 }
+
+final class SecureBytesConsumingTests: XCTestCase {
+    /// The caller's own storage is wiped, not a copy made by wiping an array
+    /// whose storage a second reference shared.
+    func testConsumingWipesTheCallersStorageInPlace() throws {
+        var pin: [UInt8] = Array("482915".utf8)
+        let before = pin.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        let secret = try SecureBytes.consuming(&pin)
+        XCTAssertEqual(pin.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }, before, "the array was copied before the wipe")
+        XCTAssertEqual(pin, [UInt8](repeating: 0, count: 6))
+        XCTAssertEqual(secret.withUnsafeBytes { Array($0) }, Array("482915".utf8))
+    }
+}

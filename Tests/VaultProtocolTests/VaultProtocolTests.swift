@@ -99,3 +99,57 @@ final class MessagesTests: XCTestCase {
         XCTAssertEqual(Messages.duration(86_400, .nb), "24 t")
     }
 }
+
+final class WebOriginTests: XCTestCase {
+    func testOriginsOfHTTPURLs() {
+        XCTAssertEqual(WebOrigin.of("https://Login.Example.org/authorize?x=1"), "https://login.example.org:443")
+        XCTAssertEqual(WebOrigin.of("http://127.0.0.1:1/x"), "http://127.0.0.1:1")
+        XCTAssertEqual(WebOrigin.of("http://127.0.0.1:80"), "http://127.0.0.1:80")
+        XCTAssertEqual(WebOrigin.of("https://[::1]:8443/a"), "https://[::1]:8443")
+    }
+
+    func testNoOriginForAnythingAmbiguous() {
+        for url in ["file:///etc/passwd", "javascript:alert(1)", "ftp://example.org/", "https://", "https:///x",
+                    "https://user@example.org/", "https://example.org@evil.example/", "https://evil.example\\@example.org/",
+                    "https://exa mple.org/", "https://ex%61mple.org/", "https://example.org:0/", "https://example.org:99999/",
+                    "https://example.org:+443/", "https://exämple.org/", "https://example.org:/", "https://[::1/"] {
+            XCTAssertNil(WebOrigin.of(url), url)
+        }
+    }
+}
+
+final class SecretFieldTests: XCTestCase {
+    func decode(_ line: String) throws -> (Request, [[UInt8]]) {
+        var taken: [[UInt8]] = []
+        let r = try Request.decode(line: Array(line.utf8), secretField: "value") { taken.append(Array($0)) }
+        return (r, taken)
+    }
+
+    /// An answer's value goes to the caller as bytes; no String of it is in the request.
+    func testTopLevelValueIsHandedOverAsBytes() throws {
+        let (r, taken) = try decode(#"{"id":3,"op":"answer","pid":"p1","value":"482915"}"#)
+        XCTAssertEqual(r.op, "answer")
+        XCTAssertEqual(r["value"], .null)
+        XCTAssertEqual(r["pid"], .string("p1"))
+        XCTAssertEqual(taken, [Array("482915".utf8)])
+    }
+
+    func testEscapedValueIsDecodedFirst() throws {
+        let (r, taken) = try decode(#"{"op":"answer","pid":"p1","value":"4\u00f82\"9"}"#)
+        XCTAssertEqual(r["value"], .null)
+        XCTAssertEqual(taken, [Array("4ø2\"9".utf8)])
+    }
+
+    func testOtherValuesAndNestedFieldsAreUntouched() throws {
+        let (r, taken) = try decode(#"{"op":"answer","pid":"p1","value":true,"x":{"value":"kept"}}"#)
+        XCTAssertEqual(r["value"], .bool(true))
+        XCTAssertEqual(r["x"]?["value"], .string("kept"))
+        XCTAssertTrue(taken.isEmpty)
+    }
+
+    func testInvalidUTF8InTheSecretIsRefused() {
+        var line = Array(#"{"op":"answer","pid":"p1","value":"ab"}"#.utf8)
+        line[line.count - 3] = 0xFF
+        XCTAssertThrowsError(try Request.decode(line: line, secretField: "value") { _ in })
+    }
+}

@@ -260,6 +260,66 @@ class TestSocketPath(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
+# A stand-in for vaultd run as another user: listens at argv[1], answers every
+# line with a success (so a client that does not check would carry on), and
+# prints as JSON what it received once the client has gone.
+FOREIGN_SERVER = r"""
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(4)
+print("ready", flush=True)
+s.settimeout(10)
+conn, _ = s.accept(); conn.settimeout(5)
+data = b""
+try:
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        for line in chunk.split(b"\n")[:-1]:
+            conn.sendall(b'{"id":1,"ok":true,"result":{"version":1,"server":"fake","locked":false}}\n')
+except OSError:
+    pass
+print(json.dumps({"received": data.decode("utf-8", "replace")}), flush=True)
+"""
+
+
+def start_foreign_server(test):
+    """Runs FOREIGN_SERVER as uid 65534 on a socket in a 0777 temp dir; returns (path, process)."""
+    if os.getuid() != 0:
+        test.skipTest("needs root to run a server as uid 65534")
+    if not (os.access("/usr/bin/setpriv", os.X_OK) and os.access("/usr/bin/python3", os.X_OK)):
+        if os.environ.get("CI") == "true":
+            test.fail("needs /usr/bin/setpriv and /usr/bin/python3")
+        test.skipTest("needs /usr/bin/setpriv and /usr/bin/python3")
+    d = tempfile.mkdtemp(prefix="sv-pytest-foreign-")
+    test.addCleanup(shutil.rmtree, d, True)
+    os.chmod(d, 0o777)
+    path = os.path.join(d, "vault.sock")
+    proc = subprocess.Popen(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             "/usr/bin/python3", "-c", FOREIGN_SERVER, path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
+    test.addCleanup(lambda: proc.poll() is not None or proc.kill())
+    test.assertEqual(proc.stdout.readline().strip(), "ready", proc.stderr.read() if proc.poll() is not None else "")
+    test.assertEqual(os.stat(path).st_uid, 65534)
+    return path, proc
+
+
+class TestForeignServer(unittest.TestCase):
+    """A socket served by another uid is refused before a byte is sent (SO_PEERCRED)."""
+
+    def test_client_refuses_a_server_of_another_uid(self):
+        path, proc = start_foreign_server(self)
+        with self.assertRaises(VaultConnectionError) as cm:
+            with VaultClient(path, timeout=IO_TIMEOUT) as c:
+                c.hello("pytest")
+        self.assertEqual(cm.exception.code, "foreign_server")
+        self.assertIn(path, cm.exception.message)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(json.loads(out.strip().splitlines()[-1])["received"], "", "the client sent data to it")
+
+
 class TestProtocol(VaultdTestCase):
     """Handshake, shapes and framing on a fresh vault."""
 

@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import socket
+import struct
 
 __all__ = ["VaultClient", "VaultError", "VaultConnectionError", "default_socket_path", "PROTOCOL_VERSION"]
 
@@ -43,10 +44,11 @@ class VaultError(Exception):
 
 
 class VaultConnectionError(VaultError):
-    """vaultd could not be reached, or the connection broke (code ``unavailable``)."""
+    """vaultd could not be reached, or the connection broke (code ``unavailable``),
+    or what answers at the socket runs as another user (code ``foreign_server``)."""
 
-    def __init__(self, message):
-        super().__init__("unavailable", message)
+    def __init__(self, message, code="unavailable"):
+        super().__init__(code, message)
 
 
 def default_socket_path():
@@ -101,6 +103,20 @@ class VaultClient:
             raise VaultConnectionError(
                 "Could not reach SessionVault at %s (%s). Is vaultd running?" % (self.socket_path, e.strerror or e)
             ) from None
+        # Anyone who can create the socket path first (another user, when it is
+        # /tmp/sessionvault-UID) could pose as vaultd and collect PINs and
+        # tokens: speak only to a server that runs as us (SO_PEERCRED).
+        try:
+            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        except OSError:
+            uid = None
+        if uid is None or uid & 0xFFFFFFFF != os.getuid():
+            sock.close()
+            raise VaultConnectionError(
+                "The program at %s is not your vaultd (it runs as another user), so nothing was sent to it. "
+                "Remove that socket (ask an administrator if it is not yours) and start vaultd again." % self.socket_path,
+                code="foreign_server",
+            )
         self._sock = sock
         self._closed = False
 
