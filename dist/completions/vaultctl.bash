@@ -173,13 +173,13 @@ _vaultctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|login|token|factors|lock|unlock|enroll|disable|reenroll|import|sessions|logout|context|sync|audit|help)
+    status|login|token|factors|lock|unlock|enroll|disable|reenroll|reset|import|sessions|logout|context|sync|audit|help)
         # Offer subcommand argument completions
         "_vaultctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status login token factors lock unlock enroll disable reenroll import sessions logout context sync audit help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status login token factors lock unlock enroll disable reenroll reset import sessions logout context sync audit help' -- "${cur}"))
         ;;
     esac
 }
@@ -316,6 +316,21 @@ _vaultctl_reenroll() {
     repeating_options=()
     non_repeating_options=(--socket)
     __vaultctl_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_vaultctl_reset() {
+    repeating_flags=()
+    non_repeating_flags=(--non-interactive --yes -y --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __vaultctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
