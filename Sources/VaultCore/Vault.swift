@@ -137,6 +137,9 @@ public actor Vault {
     var rateLimiter = LoginRateLimiter()
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
+    /// Rotated refresh tokens the store refused, held until it takes them, and
+    /// whether shutdown has begun (Refresh.swift).
+    var refreshHold = RefreshHold()
     /// Set by a login; the next interactive hand-over offers factor enrollment once.
     var enrollmentOfferPending = false
     /// Offers the person declined: not repeated while this vaultd runs.
@@ -451,20 +454,30 @@ public actor Vault {
     /// in the same transaction: one commit for the change and its record.
     func persist(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes, tokenForHash: String,
                  auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
+        let row = try sealedRow(id: id, meta: meta, secret: secret, vaultKey: vk, tokenForHash: tokenForHash)
+        try save(id: id, row: row, meta: meta, auditing: entry)
+    }
+
+    /// The session sealed into the row `persist` stores.
+    func sealedRow(id: String, meta: SessionMeta, secret: SessionSecret, vaultKey vk: SecureBytes,
+                   tokenForHash: String) throws(VaultFailure) -> SessionRow {
         var plain = secret.serialized()
         defer { Sodium.wipe(&plain) }
-        let row: SessionRow
         do {
             let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
             let sealedSecret = try SecretBox.seal(plain, key: vk, associatedData: SessionSealing.secretAD(id: id, version: SessionSealing.recordVersion))
             let nowS = Int64(now())
-            row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
-                             sealedMeta: sealedMeta.bytes, sealedSecret: sealedSecret.bytes,
-                             recordVersion: SessionSealing.recordVersion, createdAt: table.entry(id)?.row.createdAt ?? nowS, updatedAt: nowS)
+            return SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
+                              sealedMeta: sealedMeta.bytes, sealedSecret: sealedSecret.bytes,
+                              recordVersion: SessionSealing.recordVersion, createdAt: table.entry(id)?.row.createdAt ?? nowS, updatedAt: nowS)
         } catch {
             logger.error("sealing a session failed", metadata: ["error": "\(error)"])
             throw .internal()
         }
+    }
+
+    /// Stores a sealed row durably (with its audit entry in the same commit), then indexes it.
+    func save(id: String, row: SessionRow, meta: SessionMeta, auditing entry: AuditLog.Entry?) throws(VaultFailure) {
         if let entry {
             try storeCall { () throws(StoreError) in try store.putSession(row, auditing: entry.make) }
             audit.written(entry)
