@@ -97,7 +97,13 @@ final class RefreshReliabilityTests: OIDCTestCase {
         XCTAssertLessThan(took, 6, "the wait is bounded by 5 s")
         XCTAssertFalse(v.log.contains("stopped without waiting longer"), v.log)
 
-        // The store holds the rotated token: after a restart it refreshes without reuse.
+        // The store holds the rotated token: after a restart it refreshes
+        // without reuse. (Once the provider has answered the first refresh:
+        // a restart inside its 2 s would race it.)
+        let answered = try waitUntil(timeout: 10, interval: 0.05) {
+            (try bankid.stats()["token_calls"]?.arrayValue ?? []).contains { $0["grant"]?.stringValue == "refresh_token" }
+        }
+        XCTAssertTrue(answered, "the provider never finished the first refresh")
         try v.start()
         let r = try session(v)
         XCTAssertTrue(r.isOK, r.text)
