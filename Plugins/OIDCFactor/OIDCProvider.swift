@@ -33,7 +33,10 @@ import VaultFactor
 ///   advertised) or different → `state_mismatch`
 /// - `error` together with `code`, `invalid_grant`, other OAuth errors → `login_failed`
 /// - anything wrong with the ID token or userinfo `sub` → `token_invalid`
-/// - refresh: `invalid_grant` (and other OAuth client errors) → `session_expired`
+/// - refresh: only `invalid_grant` → `session_expired` (vaultd then deletes the session);
+///   other OAuth errors → `login_failed`, 5xx, transport and unreadable answers →
+///   `provider_unavailable`, deadline → `timeout`, each with a sentence that says
+///   the session is kept and what is wrong
 public final class OIDCProvider: IdentityProvider {
     public let profile: ProviderProfile
     public var id: String { profile.id }
@@ -169,7 +172,7 @@ public final class OIDCProvider: IdentityProvider {
         do {
             tokens = try await postToToken(&form, metadata: metadata)
         } catch {
-            throw mapTokenError(error, refreshing: false)
+            throw mapTokenError(error)
         }
         guard let idToken = tokens.idToken else { throw failures.tokenInvalid(reason: "no id_token in the token response") }
 
@@ -352,7 +355,8 @@ public final class OIDCProvider: IdentityProvider {
         }
     }
 
-    private func mapTokenError(_ error: TokenError, refreshing: Bool) -> VaultFailure {
+    /// The code exchange's failures (a login).
+    private func mapTokenError(_ error: TokenError) -> VaultFailure {
         switch error {
         case .transport(let f):
             return failures.transport(f, reason: "token endpoint: \(f)")
@@ -360,16 +364,51 @@ public final class OIDCProvider: IdentityProvider {
             switch code {
             case "server_error", "temporarily_unavailable":
                 return failures.unavailable(reason: "token endpoint \(code)")
-            case "invalid_grant":
-                return refreshing ? failures.sessionExpired(reason: "invalid_grant") : failures.loginFailed(reason: "invalid_grant")
             default:
-                let reason = "token endpoint error \(code.prefix(40))"
-                return refreshing ? failures.sessionExpired(reason: reason) : failures.loginFailed(reason: reason)
+                return failures.loginFailed(reason: "token endpoint error \(code.prefix(40))")
             }
         case .status(let status):
             return failures.unavailable(reason: "token endpoint HTTP \(status)")
         case .malformed(let reason):
-            return refreshing ? failures.unavailable(reason: reason) : failures.loginFailed(reason: reason)
+            return failures.loginFailed(reason: reason)
+        }
+    }
+
+    /// RFC 6749 §5.2's error codes: the only ones a sentence may name (the
+    /// rest is text from the wire).
+    static let oauthErrorCodes: Set<String> = [
+        "invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type", "invalid_scope",
+    ]
+
+    /// A refresh's failures. vaultd deletes a session on `session_expired`,
+    /// so only the provider's word that the grant is dead gives it
+    /// (`invalid_grant`: expired, revoked, or a reused rotated token). The
+    /// app's registration refused, a malformed request, the provider down or
+    /// slow, an answer that cannot be read: the session is kept, and the
+    /// sentence says what is wrong (docs/oidc.md, "Error mapping").
+    private func mapRefreshError(_ error: TokenError) -> VaultFailure {
+        let name = profile.displayName
+        switch error {
+        case .oauth("invalid_grant"):
+            return failures.sessionExpired(reason: "refresh: invalid_grant")
+        case .oauth("server_error"), .oauth("temporarily_unavailable"):
+            return failures.make(.providerUnavailable, Messages.refreshUnavailable(provider: name), reason: "refresh: provider error")
+        case .oauth(let code) where code == "invalid_client" || code == "unauthorized_client":
+            return failures.make(.loginFailed, Messages.refreshClientRefused(provider: name, error: code), reason: "refresh: \(code)")
+        case .oauth(let code):
+            let known = Self.oauthErrorCodes.contains(code) ? code : nil
+            return failures.make(.loginFailed, Messages.refreshRefused(provider: name, error: known),
+                                 reason: "refresh: \(known ?? "unknown OAuth error")")
+        case .status(let status):
+            return failures.make(.providerUnavailable, Messages.refreshUnavailable(provider: name), reason: "refresh: HTTP \(status)")
+        case .malformed(let reason):
+            return failures.make(.providerUnavailable, Messages.refreshUnreadable(provider: name), reason: "refresh: \(reason)")
+        case .transport(.timeout):
+            return failures.make(.timeout, Messages.refreshTimedOut(provider: name), reason: "refresh: token endpoint timed out")
+        case .transport(.cancelled):
+            return failures.make(.cancelled, Messages.refreshInterrupted(provider: name), reason: "refresh: cancelled")
+        case .transport(let f):
+            return failures.make(.providerUnavailable, Messages.refreshUnavailable(provider: name), reason: "refresh: \(f)")
         }
     }
 
@@ -486,7 +525,7 @@ public final class OIDCProvider: IdentityProvider {
         do {
             tokens = try await postToToken(&form, metadata: metadata)
         } catch {
-            throw mapTokenError(error, refreshing: true)
+            throw mapRefreshError(error)
         }
         let issuedAt = now()
         // No new refresh token: the old one stays valid (RFC 6749 §6). A new ID

@@ -1,11 +1,36 @@
 import Foundation
+import Locking
 import VaultFactor
 import VaultProtocol
 import VaultStore
 
+/// A refresh whose rotated refresh token the store would not take (disk full,
+/// database busy). The provider may already refuse the old refresh token, so
+/// the new one must not be lost: the row is sealed (under the vault key, or a
+/// record key in secure memory, so it waits as ciphertext and can be saved
+/// while the vault is locked), the
+/// session table serves it (the new access token is released, the next
+/// refresh sends the new refresh token), and it is saved again until the
+/// store takes it.
+struct UnsavedRotation {
+    let sealed: Vault.SealedSession
+    /// The refresh's audit entry, written in the same commit as the row.
+    let audit: AuditLog.Entry
+}
+
+struct RefreshHold {
+    var unsaved: [String: UnsavedRotation] = [:]
+    /// Saves them again with a growing pause while any are held.
+    var retry: Task<Void, Never>?
+    /// Shutdown has begun: no new refresh starts (one started now could be
+    /// cut off after the provider rotated the token).
+    var stopping = false
+}
+
 /// Keeping sessions fresh: silent refresh before the access token expires,
 /// single-flight per session, and the rotated refresh token stored durably
-/// before anyone sees the new access token.
+/// before anyone sees the new access token (or, if the store refuses it, held
+/// in memory and saved again: `UnsavedRotation`).
 extension Vault {
     /// `minValid` widens the refresh window for this call. A token whose expiry
     /// is unknown counts as fresh (there is nothing to compare), and the token a
@@ -15,6 +40,7 @@ extension Vault {
         // A refresh already running for this session answers this request too,
         // before any decryption: 100 apps waking at once wait, not queue on the actor.
         if let running = refreshing[id] { return try await running.value.get() }
+        if refreshHold.unsaved[id] != nil { saveUnsavedRotations() }
         let nowS = Int64(now())
         let secret = try openSecret(id: id, entry: entry, key: key)
         let meta = entry.meta
@@ -31,6 +57,12 @@ extension Vault {
             // No way to renew (Vipps issues no refresh tokens): the session has ended.
             forget(id: id, reason: "expired")
             throw VaultFailure(.sessionExpired)
+        }
+        if refreshHold.stopping {
+            if stillValid, let token = secret.accessToken {
+                return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
+            }
+            throw VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: provider.displayName))
         }
         // Detached, so the token call starts now: a task made here would run on
         // the actor, behind every request that queued there meanwhile (100
@@ -90,6 +122,8 @@ extension Vault {
         case .failure(let error):
             audit.record("refresh", factor: provider.id, outcome: error.code.rawValue)
             guard let entry = table.entry(id) else { return .failure(VaultFailure(.noSession)) }
+            // Only the provider's word that the grant is dead (`invalid_grant`,
+            // a revocation) ends a session; any other failure keeps it.
             if error.code == .sessionExpired {
                 forget(id: id, reason: "refresh_rejected")
                 return .failure(error)
@@ -105,24 +139,119 @@ extension Vault {
         let renewed = SessionSecret(accessToken: grant.accessToken, refreshToken: newRefresh, idToken: grant.idToken ?? secret.idToken)
         meta.accessExpiresAt = grant.accessExpiresAt
         if let r = grant.refreshExpiresAt { meta.refreshExpiresAt = r }
+        let sealed: Vault.SealedSession
         do {
-            // Durable first: if vaultd dies after this line the new refresh token
-            // is what the store holds, which is what a rotating provider accepts.
-            // The audit entry rides in the same commit: every waiting app is
-            // held until it returns, and a second fsync doubled that wait.
-            try persist(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh,
-                        auditing: audit.entry("refresh", factor: provider.id, outcome: "ok",
-                                              detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)]))
+            sealed = try seal(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh)
         } catch {
             return .failure(error)
         }
-        var released = ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: meta)
-        released.resultTail = ReleasedSession.tail(of: meta)   // once, for every waiter's answer
+        // The audit entry rides in the same commit: every waiting app is held
+        // until it returns, and a second fsync doubled that wait.
+        let audited = audit.entry("refresh", factor: provider.id, outcome: "ok",
+                                  detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)])
+        do {
+            // Durable first: if vaultd dies after this line the new refresh token
+            // is what the store holds, which is what a rotating provider accepts.
+            try save(id: id, sealed: sealed, auditing: audited)
+            refreshHold.unsaved[id] = nil   // an older held row is superseded
+        } catch {
+            hold(UnsavedRotation(sealed: sealed, audit: audited), id: id)
+        }
+        var released = ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta)
+        released.resultTail = ReleasedSession.tail(of: sealed.meta)   // once, for every waiter's answer
         return .success(released)
+    }
+
+    /// Keeps a rotation the store refused: the table serves it from now on,
+    /// and a retry task saves it as soon as the store takes it.
+    private func hold(_ rotation: UnsavedRotation, id: String) {
+        logger.error("the store refused a rotated refresh token; it is kept in memory and saved again",
+                     metadata: ["record": "\(id)"])
+        table.put(id, SessionTable.Entry(meta: rotation.sealed.meta, row: rotation.sealed.row, recordKey: rotation.sealed.recordKey))
+        refreshHold.unsaved[id] = rotation
+        guard refreshHold.retry == nil else { return }
+        refreshHold.retry = Task {
+            var pause = Duration.milliseconds(250)
+            repeat {
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(10))
+            } while self.saveUnsavedRotations() > 0
+        }
+    }
+
+    /// Saves every held rotation the store takes now; returns how many are
+    /// still held. A row the session table no longer holds was superseded
+    /// (a later write for the session, a login, a logout) and is dropped.
+    @discardableResult
+    func saveUnsavedRotations() -> Int {
+        for (id, rotation) in refreshHold.unsaved {
+            guard table.entry(id)?.row == rotation.sealed.row else {
+                refreshHold.unsaved[id] = nil
+                continue
+            }
+            do {
+                try save(id: id, sealed: rotation.sealed, auditing: rotation.audit)
+                refreshHold.unsaved[id] = nil
+                logger.notice("a held rotated refresh token was saved", metadata: ["record": "\(id)"])
+            } catch {
+                continue   // still held; storeCall logged why
+            }
+        }
+        if refreshHold.unsaved.isEmpty { refreshHold.retry = nil }
+        return refreshHold.unsaved.count
+    }
+
+    /// For SIGTERM: starts no more refreshes, waits until none is in flight
+    /// (a provider may have rotated the refresh token already, and only this
+    /// process has the new one), then saves held rotations, all within
+    /// `bound`. Returns whether everything was saved; after the bound vaultd
+    /// stops anyway.
+    public func settleRefreshes(within bound: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + bound
+        refreshHold.stopping = true
+        var settled: Set<Task<Result<ReleasedSession, VaultFailure>, Never>> = []
+        while let task = refreshing.values.first(where: { !settled.contains($0) }) {
+            guard await Vault.wait(for: task, until: deadline) else {
+                logger.warning("a refresh was still running when the shutdown bound ran out; vaultd stops without it")
+                return false
+            }
+            settled.insert(task)
+        }
+        while saveUnsavedRotations() > 0 {
+            guard ContinuousClock.now + .milliseconds(100) < deadline else {
+                logger.error("the store did not take a rotated refresh token before shutdown; that session may need a new login")
+                return false
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return true
+    }
+
+    /// Whether `task` ended before `deadline` (it is not cancelled either way).
+    private static func wait(for task: Task<Result<ReleasedSession, VaultFailure>, Never>,
+                             until deadline: ContinuousClock.Instant) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let pending = Locked<CheckedContinuation<Bool, Never>?>(continuation)
+            let finish: @Sendable (Bool) -> Void = { ended in
+                pending.withLock { c in
+                    defer { c = nil }
+                    return c
+                }?.resume(returning: ended)
+            }
+            Task.detached {
+                _ = await task.value
+                finish(true)
+            }
+            Task.detached {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                finish(false)
+            }
+        }
     }
 
     /// Removes a session whose tokens can no longer be used.
     func forget(id: String, reason: String) {
+        refreshHold.unsaved[id] = nil
         let account = table.entry(id)?.meta.account
         _ = try? store.deleteSession(id: id)
         table.remove(id)

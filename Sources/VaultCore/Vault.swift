@@ -137,6 +137,9 @@ public actor Vault {
     var rateLimiter = LoginRateLimiter()
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
+    /// Rotated refresh tokens the store refused, held until it takes them, and
+    /// whether shutdown has begun (Refresh.swift).
+    var refreshHold = RefreshHold()
     /// Set by a login; the next interactive hand-over offers factor enrollment once.
     var enrollmentOfferPending = false
     /// Offers the person declined: not repeated while this vaultd runs.
@@ -537,43 +540,57 @@ public actor Vault {
         return meta
     }
 
-    /// Seals and stores a session durably: under the vault key, or, while it is
-    /// out of reach, under the session's record key (sealed for the PIN:
-    /// `sealSecret`). Each write counts up the record's version, which is in the
-    /// secret's associated data and in the metadata, so an older blob put back
-    /// is refused. `auditing`, when given, is written in the same transaction:
-    /// one commit for the change and its record.
-    func persist(id: String, meta input: SessionMeta, secret: SessionSecret, tokenForHash: String,
+    /// A session sealed for the store: the row, its metadata as sealed in it,
+    /// and the record key when it is sealed for the PIN (kept in secure memory).
+    struct SealedSession {
+        let row: SessionRow
+        let meta: SessionMeta
+        let recordKey: SecureBytes?
+    }
+
+    /// Seals and stores a session durably. `auditing`, when given, is written
+    /// in the same transaction: one commit for the change and its record.
+    func persist(id: String, meta: SessionMeta, secret: SessionSecret, tokenForHash: String,
                  auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
+        try save(id: id, sealed: try seal(id: id, meta: meta, secret: secret, tokenForHash: tokenForHash), auditing: entry)
+    }
+
+    /// Seals a session: under the vault key, or, while it is out of reach,
+    /// under the session's record key (sealed for the PIN: `sealSecret`). Each
+    /// write counts up the record's version, which is in the secret's
+    /// associated data and in the metadata, so an older blob put back is refused.
+    func seal(id: String, meta input: SessionMeta, secret: SessionSecret, tokenForHash: String) throws(VaultFailure) -> SealedSession {
         var plain = secret.serialized()
         defer { Sodium.wipe(&plain) }
         let existing = table.entry(id)
-        let row: SessionRow
         var meta = input
-        let recordKey: SecureBytes?
         do {
             meta.version = (existing?.row.recordVersion ?? 0) + 1
             let sealed = try sealSecret(plain, id: id, version: meta.version, existing: existing)
-            recordKey = sealed.recordKey
-            meta.sealedForVaultKey = recordKey == nil
+            meta.sealedForVaultKey = sealed.recordKey == nil
             let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
             let nowS = Int64(now())
-            row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
-                             sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
-                             recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
+            let row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
+                                 sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
+                                 recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
+            return SealedSession(row: row, meta: meta, recordKey: sealed.recordKey)
         } catch let failure as VaultFailure {
             throw failure
         } catch {
             logger.error("sealing a session failed", metadata: ["error": "\(error)"])
             throw .internal()
         }
+    }
+
+    /// Stores a sealed session durably (with its audit entry in the same commit), then indexes it.
+    func save(id: String, sealed: SealedSession, auditing entry: AuditLog.Entry?) throws(VaultFailure) {
         if let entry {
-            try storeCall { () throws(StoreError) in try store.putSession(row, auditing: entry.make) }
+            try storeCall { () throws(StoreError) in try store.putSession(sealed.row, auditing: entry.make) }
             audit.written(entry)
         } else {
-            try storeCall { () throws(StoreError) in try store.putSession(row) }
+            try storeCall { () throws(StoreError) in try store.putSession(sealed.row) }
         }
-        table.put(id, SessionTable.Entry(meta: meta, row: row, recordKey: recordKey))
+        table.put(id, SessionTable.Entry(meta: sealed.meta, row: sealed.row, recordKey: sealed.recordKey))
     }
 
     public struct LogoutResult: Sendable {

@@ -33,9 +33,13 @@ public protocol IdentityProvider: Sendable {
     /// Whether `login` reached `reenrollMinimumACR`.
     func meetsReenrollLevel(_ login: VerifiedLogin) -> Bool
 
-    /// Uses a refresh token. `invalid_grant` → `session_expired`. A rotated
-    /// refresh token comes back in the grant; the caller stores it before
-    /// anyone sees the new access token.
+    /// Uses a refresh token. `session_expired` means the grant is dead
+    /// (`invalid_grant`, revoked) and the vault deletes the session on it;
+    /// throw it for nothing else. A refused client registration, the provider
+    /// down or slow, an unreadable answer: another code, and the session is
+    /// kept. A rotated refresh token comes back in the grant; the caller
+    /// stores it before anyone sees the new access token (or, when the store
+    /// refuses, keeps it in memory and saves it again).
     func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant
 
     /// RFC 7009 revocation when the provider advertises it. Best effort:

@@ -188,6 +188,54 @@ public enum Messages {
         en: "Another login is already waiting in your browser. Finish or close it, then try again",
         nb: "En annen innlogging venter allerede i nettleseren. Fullfør eller lukk den, og prøv igjen")
 
+    // Renewing a session (refresh). Only the provider's `invalid_grant` ends a
+    // session ("Your session has expired"); every other failure keeps it, and
+    // these sentences say what went wrong. `error` is the provider's OAuth
+    // error code, one of RFC 6749's names only (never free text from the wire).
+
+    /// `invalid_client` / `unauthorized_client`: the app's registration, not the person's session, was refused.
+    public static func refreshClientRefused(provider: String, error: String) -> LocalizedText {
+        LocalizedText(
+            en: "The app's registration at \(provider) was refused (\(error)). Your session is kept; contact your organization's support.",
+            nb: "Appens registrering hos \(provider) ble avvist (\(error)). Økten din er beholdt; kontakt brukerstøtten i organisasjonen din.")
+    }
+
+    /// Another OAuth error (`invalid_request`, `unsupported_grant_type`, `invalid_scope`, or one not in RFC 6749).
+    public static func refreshRefused(provider: String, error: String?) -> LocalizedText {
+        let named = error.map { " (\($0))" } ?? ""
+        return LocalizedText(
+            en: "\(provider) refused to renew your session\(named). Your session is kept; contact your organization's support.",
+            nb: "\(provider) nektet å fornye økten din\(named). Økten din er beholdt; kontakt brukerstøtten i organisasjonen din.")
+    }
+
+    /// 5xx, `server_error`, `temporarily_unavailable`, refused or reset connections.
+    public static func refreshUnavailable(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "\(provider) is temporarily unavailable, so your session could not be renewed. Your session is kept; try again in a few minutes.",
+            nb: "\(provider) er midlertidig utilgjengelig, så økten din kunne ikke fornyes. Økten din er beholdt; prøv igjen om noen minutter.")
+    }
+
+    /// The token endpoint did not answer within the request timeout.
+    public static func refreshTimedOut(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "\(provider) did not answer in time, so your session could not be renewed. Your session is kept; try again in a moment.",
+            nb: "\(provider) svarte ikke i tide, så økten din kunne ikke fornyes. Økten din er beholdt; prøv igjen om litt.")
+    }
+
+    /// A 200 answer that is not a token response (bad JSON, no access token, wrong token type).
+    public static func refreshUnreadable(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "\(provider) sent an answer that could not be read, so your session could not be renewed. Your session is kept; try again later, and contact your organization's support if it keeps happening.",
+            nb: "\(provider) sendte et svar som ikke kunne leses, så økten din kunne ikke fornyes. Økten din er beholdt; prøv igjen senere, og kontakt brukerstøtten i organisasjonen din hvis det fortsetter.")
+    }
+
+    /// The refresh was cut off on our side (vaultd stopping).
+    public static func refreshInterrupted(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "Renewing your \(provider) session was interrupted. Your session is kept; try again.",
+            nb: "Fornyingen av \(provider)-økten din ble avbrutt. Økten din er beholdt; prøv igjen.")
+    }
+
     /// The page the browser shows after the redirect.
     public static func browserLoggedIn(provider: String) -> LocalizedText {
         LocalizedText(en: "You are logged in with \(provider). You can close this window and go back to the app.",

@@ -297,6 +297,8 @@ struct ListenerService: Service {
     let language: Language
     /// The socket systemd passed (socket activation), if any: not ours to unlink.
     let activatedFD: CInt?
+    /// How long SIGTERM waits for refreshes in flight (systemd's stop timeout is 90 s).
+    static let refreshBound = Duration.seconds(5)
 
     func run() async throws {
         let listener: Listener
@@ -315,6 +317,12 @@ struct ListenerService: Service {
             listener.close()
         }
         Systemd.notify("STOPPING=1")
+        // A refresh in flight may hold the only copy of a rotated refresh
+        // token: let it commit before the vault key is wiped and the HTTP
+        // client shuts down (bounded, so a hung provider cannot hold vaultd).
+        if !(await vault.settleRefreshes(within: ListenerService.refreshBound)) {
+            logger.warning("stopped without waiting longer for refreshes", metadata: ["bound": "\(ListenerService.refreshBound)"])
+        }
         await vault.lock(reason: "shutdown")
         vault.audit.flushHead()
         server.closeConnections()

@@ -232,6 +232,62 @@ final class StrictProviderTests: XCTestCase, @unchecked Sendable {
         XCTAssertEqual(stats["requests"]?["jwks"], 2)
     }
 
+    /// A refresh ends the session (`session_expired`) only on `invalid_grant`.
+    /// Every other answer keeps the grant, with a code and a sentence saying
+    /// what is wrong, and the same refresh token works afterwards.
+    func testRefreshEndsTheSessionOnlyOnInvalidGrant() async throws {
+        let strict = try await StrictProviderProcess(profile: "bankid")
+        defer { strict.stop() }
+        var profile = strict.profile(.bankID(.test, clientID: "x"))
+        profile.requestTimeout = .seconds(1)
+        let provider = OIDCProvider(profile: profile, http: sharedTestHTTP)
+        let name = profile.displayName
+        func once(_ value: JSON) -> JSON { ["value": value, "times": 1, "grant": "refresh_token"] }
+        let cases: [(String, JSON, ErrorCode, LocalizedText)] = [
+            ("token_error", once("invalid_client"), .loginFailed, Messages.refreshClientRefused(provider: name, error: "invalid_client")),
+            ("token_error", once("unauthorized_client"), .loginFailed,
+             Messages.refreshClientRefused(provider: name, error: "unauthorized_client")),
+            ("token_error", once("invalid_request"), .loginFailed, Messages.refreshRefused(provider: name, error: "invalid_request")),
+            ("token_error", once("unsupported_grant_type"), .loginFailed,
+             Messages.refreshRefused(provider: name, error: "unsupported_grant_type")),
+            ("token_error", once("invalid_scope"), .loginFailed, Messages.refreshRefused(provider: name, error: "invalid_scope")),
+            ("token_error", once("<b>made up</b>"), .loginFailed, Messages.refreshRefused(provider: name, error: nil)),
+            ("token_error", once("server_error"), .providerUnavailable, Messages.refreshUnavailable(provider: name)),
+            ("token_error", once("temporarily_unavailable"), .providerUnavailable, Messages.refreshUnavailable(provider: name)),
+            ("token_error", once(500), .providerUnavailable, Messages.refreshUnavailable(provider: name)),
+            ("token_error", once(429), .providerUnavailable, Messages.refreshUnavailable(provider: name)),
+            ("malformed_token_response", once(true), .providerUnavailable, Messages.refreshUnreadable(provider: name)),
+            ("drop_connection", ["value": "token", "times": 1], .providerUnavailable, Messages.refreshUnavailable(provider: name)),
+        ]
+        let login = try await provider.login(strict.browser())
+        var refreshToken = try XCTUnwrap(login.tokens.refreshToken)
+        for (behaviour, value, code, message) in cases {
+            try await strict.admin("/_admin/behavior", .object([behaviour: value]))
+            let failure = await assertFailure(code) { () async throws(VaultFailure) in
+                try await provider.refresh(refreshToken: refreshToken)
+            }
+            XCTAssertEqual(failure?.message, message, "\(behaviour)=\(value.text)")
+            // The grant lives on: the same refresh token is accepted (and rotated).
+            let grant = try await provider.refresh(refreshToken: refreshToken)
+            refreshToken = try XCTUnwrap(grant.refreshToken)
+        }
+        // A token endpoint slower than the request timeout. (The provider
+        // rotates after its pause, so this one comes last.)
+        try await strict.admin("/_admin/behavior", ["slow_token": once(3)])
+        let slow = await assertFailure(.timeout) { () async throws(VaultFailure) in
+            try await provider.refresh(refreshToken: refreshToken)
+        }
+        XCTAssertEqual(slow?.message, Messages.refreshTimedOut(provider: name))
+        XCTAssertEqual(slow?.message.nb, "\(name) svarte ikke i tide, så økten din kunne ikke fornyes. Økten din er beholdt; prøv igjen om litt.")
+
+        // invalid_grant, and only it, is the end of the session.
+        try await strict.admin("/_admin/behavior", ["token_error": once("invalid_grant")])
+        let expired = await assertFailure(.sessionExpired) { () async throws(VaultFailure) in
+            try await provider.refresh(refreshToken: refreshToken)
+        }
+        XCTAssertEqual(expired?.message.en, "Your session has expired — please log in again")
+    }
+
     func testConfidentialClientAgainstTheStrictProvider() async throws {
         let strict = try await StrictProviderProcess(profile: "generic", arguments: ["--client-secret", "s3cret"])
         defer { strict.stop() }

@@ -65,6 +65,8 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
         var refreshTokensSeen: [String] = []
         var revoked: [String] = []
         var accessTTL: Int64 = 3600
+        /// How long the token endpoint takes.
+        var refreshDelay: Duration = .milliseconds(100)
         var generation = 0
         /// The national ID this provider's logins prove (nil: none).
         var nationalID: String?
@@ -114,14 +116,14 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
     }
 
     func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {
-        let (error, generation) = state.withLock { s -> (VaultFailure?, Int) in
+        let (error, generation, delay) = state.withLock { s -> (VaultFailure?, Int, Duration) in
             s.refreshCalls += 1
             s.refreshTokensSeen.append(refreshToken)
             s.generation += 1
-            return (s.refreshError, s.generation)
+            return (s.refreshError, s.generation, s.refreshDelay)
         }
         // A slow token endpoint, so concurrent callers overlap.
-        try? await Task.sleep(for: .milliseconds(100))
+        try? await Task.sleep(for: delay)
         if let error { throw error }
         return grant(generation)
     }

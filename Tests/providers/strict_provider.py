@@ -341,6 +341,8 @@ BEHAVIOURS = {
     "token_error": "an OAuth error code (400 JSON; invalid_client 401) or an HTTP status "
                    "(number: that status with a non-JSON body); optional \"status\" key",
     "huge_token_response": "true or bytes: a valid token response padded to 10 MiB (or bytes)",
+    "malformed_token_response": "true: HTTP 200 with a body that is not JSON, before the grant is "
+                                "looked at (nothing is used up or rotated)",
     "slow_token": "seconds: sleep before answering the token endpoint",
     # userinfo
     "userinfo_sub_mismatch": "true: userinfo sub differs from the ID token's",
@@ -416,6 +418,7 @@ class Provider:
             "code_replays": 0,
             "refresh_reuse_detected": 0,
             "refresh_grace_used": 0,       # a rotated token accepted under rotation_grace
+            "last_rotation_ns": None,      # time.monotonic_ns() when a refresh token was last rotated
             "families_revoked": 0,
             "revocations": {"access_token": 0, "refresh_token": 0, "unknown": 0},
             "max_concurrent_token": 0,
@@ -1112,6 +1115,8 @@ class Handler(BaseHTTPRequestHandler):
                                              500 if err == "server_error" else
                                              503 if err == "temporarily_unavailable" else 400)
             raise OAuthError(err, "token_error behaviour", int(status))
+        if P.takev("malformed_token_response", grant) is not None:
+            return self.send(200, b'{"access_token": "cut off', "application/json")
         if dups:
             raise OAuthError("invalid_request", f"parameters repeated: {sorted(set(dups))}")
         client_id, _ = self.client_auth(params)
@@ -1201,6 +1206,7 @@ class Handler(BaseHTTPRequestHandler):
             body = {"access_token": access, "token_type": "Bearer",
                     "expires_in": P.config["access_ttl"], "scope": scope}
             if PROFILES[P.profile]["refresh"] == "rotate":
+                P.stats["last_rotation_ns"] = time.monotonic_ns()
                 rt["state"] = "rotated"
                 body["refresh_token"] = rt["successor"] = P.issue_refresh(fam)
                 body["refresh_expires_in"] = P.config["refresh_ttl"]

@@ -494,8 +494,11 @@ class TestBankID(StrictCase):
         ctx, tok = self.tokens()
         first = self.verify(tok["id_token"])
         rt1 = tok["refresh_token"]
+        before_ns = time.monotonic_ns()
         r = self.refresh(rt1)
         self.assertEqual(r.status, 200, r.body)
+        rotated_ns = admin(self.base, "stats")["last_rotation_ns"]
+        self.assertTrue(before_ns <= rotated_ns <= time.monotonic_ns(), rotated_ns)
         t2 = r.json()
         rt2 = t2["refresh_token"]
         self.assertNotEqual(rt1, rt2)
@@ -728,6 +731,15 @@ class TestGeneric(StrictCase):
         self.assertTrue(r.headers["Content-Type"].startswith("text/html"))
         self.behave(token_error=None)
         self.assertEqual(admin(self.base, "stats")["token_errors"]["503"], 1)
+
+    def test_malformed_token_response_uses_nothing_up(self):
+        ctx = self.login()
+        self.behave(malformed_token_response={"value": True, "times": 1})
+        r = self.exchange(ctx)
+        self.assertEqual(r.status, 200)
+        with self.assertRaises(ValueError):
+            json.loads(r.body)
+        self.assertEqual(self.exchange(ctx).status, 200)  # the code was not used up
 
     def test_huge_token_response(self):
         self.behave(huge_token_response=True)

@@ -1,0 +1,158 @@
+import XCTest
+@testable import VaultCore
+import PINFactor
+import SodiumKit
+import VaultFactor
+import VaultProtocol
+@testable import VaultStore
+
+/// What ends a session, and a rotated refresh token that the store refused.
+final class RefreshTests: XCTestCase {
+    var fx: Fixture!
+    let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 1, firstDelay: 30, maxDelay: 120))
+
+    override func setUpWithError() throws { fx = try Fixture() }
+    override func tearDown() { fx.cleanup() }
+
+    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
+    }
+
+    /// A session whose access token is due at once, from a fake BankID.
+    func loggedIn(accessTTL: Int64 = 0) async throws -> (FakeIdentityProvider, Vault) {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = accessTTL }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        return (bankid, vault)
+    }
+
+    /// SQLite refuses writes (SQLITE_READONLY) while on, as a full or read-only disk would.
+    func refuseWrites(_ on: Bool) throws {
+        try fx.store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
+    }
+
+    func storedTokenHash() throws -> String? { try fx.store.sessions().first?.tokenHash }
+
+    static func hash(_ token: String) -> String { Digest.hex(Digest.sha256(Array(token.utf8))) }
+
+    func testOnlySessionExpiredEndsTheSession() async throws {
+        let (bankid, vault) = try await loggedIn()
+        let keeping: [VaultFailure] = [
+            VaultFailure(.loginFailed, message: Messages.refreshClientRefused(provider: "BankID", error: "invalid_client")),
+            VaultFailure(.providerUnavailable, message: Messages.refreshUnavailable(provider: "BankID")),
+            VaultFailure(.timeout, message: Messages.refreshTimedOut(provider: "BankID")),
+            VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: "BankID")),
+        ]
+        for error in keeping {
+            bankid.set { $0.refreshError = error }
+            let f = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+            XCTAssertEqual(f, error, "the provider's sentence reaches the app")
+            XCTAssertEqual(try fx.store.sessions().count, 1, "\(error.code) keeps the session")
+            let accounts = await vault.accounts().map(\.account)
+            XCTAssertEqual(accounts, ["bankid"])
+        }
+        bankid.set { $0.refreshError = nil }
+        let s = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(s.accessToken, "AT-bankid-6", "the kept session refreshes once the provider answers")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, Array(repeating: "RT-bankid-1", count: 5))
+
+        bankid.set { $0.refreshError = VaultFailure(.sessionExpired) }
+        let f = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(f?.code, .sessionExpired)
+        XCTAssertEqual(try fx.store.sessions().count, 0)
+    }
+
+    func testARotationTheStoreRefusesIsServedUsedAndSavedWhenItCan() async throws {
+        let (bankid, vault) = try await loggedIn(accessTTL: 30)   // inside the refresh window: every release refreshes
+        XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-1"))
+
+        try refuseWrites(true)
+        let first = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(first.accessToken, "AT-bankid-2", "the new access token is served although the store refused it")
+        XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-1"), "the store still has the old row")
+        let second = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(second.accessToken, "AT-bankid-3")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1", "RT-bankid-2"],
+                       "the next refresh sends the rotated token the store refused, not the stored one")
+        XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-1"))
+
+        // The disk takes writes again: the retry saves the latest rotation by itself.
+        try refuseWrites(false)
+        let saved = try await waitUntil(seconds: 5) { try self.storedTokenHash() == Self.hash("RT-bankid-3") }
+        XCTAssertTrue(saved, "the held rotation was not saved once the store took writes")
+        XCTAssertEqual(try fx.store.auditRows().filter { $0.event == "refresh" }.count, 1,
+                       "the saved refresh is audited in its commit")
+
+        // After a restart the next refresh uses what was saved.
+        let restarted = try fx.reopened([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await restarted.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen.last, "RT-bankid-3")
+    }
+
+    func testAHeldRotationIsServedByTheFastPathAndSavedAtShutdown() async throws {
+        let (bankid, vault) = try await loggedIn(accessTTL: 600)
+        // Refresh now (min_valid beyond the token's life) with the store refusing.
+        try refuseWrites(true)
+        let refreshed = try await vault.release(account: "bankid", minValid: 3000, conversation: SilentConversation())
+        XCTAssertEqual(refreshed.accessToken, "AT-bankid-2")
+        XCTAssertEqual(vault.releaseIfFresh(account: "bankid")?.accessToken, "AT-bankid-2",
+                       "the fast path serves the held rotation's access token")
+        try refuseWrites(false)
+        // Shutdown saves it at once, without waiting for the retry task.
+        let settled = await vault.settleRefreshes(within: .seconds(2))
+        XCTAssertTrue(settled)
+        XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-2"))
+        _ = bankid
+    }
+
+    func testAHeldRotationDoesNotBringBackALoggedOutSession() async throws {
+        let (_, vault) = try await loggedIn(accessTTL: 30)
+        try refuseWrites(true)
+        _ = try await vault.release(account: "bankid", conversation: SilentConversation())
+        try refuseWrites(false)
+        _ = try await vault.logout(account: "bankid", all: false, requester: Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app"))
+        let settled = await vault.settleRefreshes(within: .seconds(1))
+        XCTAssertTrue(settled)
+        XCTAssertEqual(try fx.store.sessions().count, 0, "the held row was dropped, not saved over the logout")
+    }
+
+    func testShutdownWaitsForARefreshInFlightWithinItsBound() async throws {
+        let (bankid, vault) = try await loggedIn(accessTTL: 30)
+        // The fake token endpoint takes 100 ms: shutdown starts in the middle of it.
+        let release = Task { try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        try await Task.sleep(for: .milliseconds(30))
+        let start = ContinuousClock.now
+        let settled = await vault.settleRefreshes(within: .seconds(5))
+        XCTAssertTrue(settled)
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(2))
+        XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-2"), "the rotated token was committed before shutdown went on")
+        _ = try await release.value
+        _ = bankid
+
+        // A refresh that hangs is given up at the bound.
+        let slow = FakeIdentityProvider()
+        slow.set { $0.accessTTL = 30 }
+        slow.set { $0.refreshDelay = .seconds(5) }
+        let fx2 = try Fixture()
+        defer { fx2.cleanup() }
+        let vault2 = try fx2.vault([pin], providers: FakeDirectory(providers: [slow]))
+        _ = try await vault2.login(provider: "bankid", conversation: ScriptedClient())
+        let hung = Task { try? await vault2.release(account: "bankid", conversation: SilentConversation()) }
+        try await Task.sleep(for: .milliseconds(30))
+        let start2 = ContinuousClock.now
+        let settled2 = await vault2.settleRefreshes(within: .milliseconds(500))
+        XCTAssertFalse(settled2)
+        XCTAssertLessThan(ContinuousClock.now - start2, .seconds(2))
+        hung.cancel()
+    }
+
+    func waitUntil(seconds: Double, _ condition: () throws -> Bool) async throws -> Bool {
+        let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < end {
+            if try condition() { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return try condition()
+    }
+}
