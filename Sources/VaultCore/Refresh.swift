@@ -84,18 +84,19 @@ extension Vault {
     /// joiners get what `freshSession` says.
     func refreshForWaiters(id: String, minValid: Int64) async {
         let result: Result<ReleasedSession, VaultFailure>
-        if let key = vaultKey {
-            if let entry = table.entry(id) {
+        if let entry = table.entry(id) {
+            // The vault key, or the record key of a session stored while locked.
+            if let key = entry.key(vaultKey: vaultKey) {
                 do throws(VaultFailure) {
                     result = .success(try await freshSession(id: id, entry: entry, key: key, minValid: minValid))
                 } catch {
                     result = .failure(error)
                 }
             } else {
-                result = .failure(VaultFailure(.noSession))
+                result = .failure(lockedFailure())
             }
         } else {
-            result = .failure(lockedFailure())
+            result = .failure(VaultFailure(.noSession))
         }
         for waiter in table.finishRefresh(id) { waiter(result) }
     }

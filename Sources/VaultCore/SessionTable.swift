@@ -5,8 +5,10 @@ import VaultStore
 
 /// The state a release needs (the vault key and the session index) behind one
 /// lock. Every change is made by the `Vault` actor, after the store has it
-/// durably; the lock only makes the state readable from a socket's event loop,
-/// so releasing a session from an unlocked vault takes no thread hop.
+/// durably (one exception: a rotated refresh token the store refused is served
+/// from here while it is saved again, `UnsavedRotation`); the lock only makes
+/// the state readable from a socket's event loop, so releasing a session from
+/// an unlocked vault takes no thread hop.
 final class SessionTable: Sendable {
     struct Entry {
         let meta: SessionMeta

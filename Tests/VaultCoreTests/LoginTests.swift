@@ -179,6 +179,22 @@ final class LoginTests: XCTestCase {
         }
     }
 
+    /// A session stored by a login while locked (a PIN enrolled) refreshes on
+    /// the fast path with its record key: the vault key is not needed.
+    func testASessionStoredWhileLockedRefreshesOnTheFastPath() async throws {
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        bankid.set { $0.accessTTL = 30 }  // inside the refresh window: due on next use
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let locked = await vault.isLocked
+        XCTAssertTrue(locked)
+        let r = await Self.fastRelease(vault, "bankid")
+        XCTAssertEqual(try r?.get().accessToken, "AT-bankid-2", "refreshed with the record key")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1"])
+    }
+
     func testFastPathRequestsJoinOneRefreshWithTheFullPath() async throws {
         let bankid = FakeIdentityProvider()
         bankid.set { $0.accessTTL = 30 }  // inside the refresh window: due on next use
