@@ -53,6 +53,7 @@ final class CrashSoakTests: OIDCTestCase {
     }
 
     static let wrongPIN = "173946"
+    static let freeAttempts = 1
 
     func testKill9AtRandomPointsKeepsEverySessionAndKeyslotUsable() throws {
         let env = ProcessInfo.processInfo.environment
@@ -64,7 +65,11 @@ final class CrashSoakTests: OIDCTestCase {
         let bankid = try startProvider("bankid")
         // 30 s is inside vaultd's 60 s refresh window: every release refreshes and rotates.
         try bankid.admin("config", ["access_ttl": 30, "rotation_grace": true])
-        let config = "[pin]\nargon_memory_mib = 64\nfree_attempts = 100000\n" + OIDCTestCase.noFingerprint + "\n" + bankid.configTable()
+        // One free try, then one-second lockouts: every wrong PIN reaches the
+        // lockout, so kills land inside the write that counts an attempt and
+        // sets the lockout it brings (one transaction), without slowing the soak.
+        let config = "[pin]\nargon_memory_mib = 64\nfree_attempts = \(Self.freeAttempts)\nfirst_delay = 1\nmax_delay = 1\n"
+            + OIDCTestCase.noFingerprint + "\n" + bankid.configTable()
         let v = try startVaultd(config: config)
         let started = monotonicNow()
 
@@ -92,6 +97,8 @@ final class CrashSoakTests: OIDCTestCase {
             let op = choices[Int(rng.next() % UInt64(choices.count))]
 
             let failuresBefore = lastFailures
+            // A PIN op waits out a lockout (at most a second or two) so it is judged on its own.
+            if [.wrongPIN, .disablePIN].contains(op) { try waitOutLockout(v) }
             if op.strict { try bankid.admin("config", ["rotation_grace": false]) }
             // A 50 ms token endpoint, so the SIGTERM lands inside the refresh.
             if op == .termRefresh { try bankid.behave(["slow_token": ["value": .double(0.05), "times": 1, "grant": "refresh_token"]]) }
@@ -156,7 +163,7 @@ final class CrashSoakTests: OIDCTestCase {
                 case .wrongPIN:
                     // no_match, or cancelled when the PIN prompt came back for another try
                     // (which the script cancels): either way the wrong PIN was checked.
-                    XCTAssertTrue(["no_match", "cancelled"].contains(r["error"]?["code"]?.stringValue), "cycle \(cycle): \(r.text)")
+                    XCTAssertTrue(["no_match", "cancelled", "locked_out"].contains(r["error"]?["code"]?.stringValue), "cycle \(cycle): \(r.text)")
                 }
             }
             tally[op, default: (0, 0)].acknowledged += acknowledged ? 1 : 0
@@ -165,14 +172,20 @@ final class CrashSoakTests: OIDCTestCase {
             // The PIN failure counter as the killed vaultd left it (read from a copy,
             // so sqlite3 does not recover the WAL before vaultd does).
             let failures = try failureCounter(v)
+            let lockedUntil = try lockoutEnd(v)
+            if failures >= Self.freeAttempts {
+                XCTAssertGreaterThan(lockedUntil, 0, "cycle \(cycle): \(failures) failures on disk but no lockout (after \(op))")
+            }
             switch op {
             case .wrongPIN where acknowledged:
                 XCTAssertEqual(failures, failuresBefore + 1, "cycle \(cycle): a wrong PIN the app was told about was not counted")
             case .wrongPIN:
                 XCTAssertTrue([failuresBefore, failuresBefore + 1].contains(failures), "cycle \(cycle): counter \(failuresBefore) → \(failures)")
             case .enrollPIN, .disablePIN:
-                // A new or removed PIN starts its count again.
-                XCTAssertTrue([failuresBefore, 0].contains(failures), "cycle \(cycle): counter \(failuresBefore) → \(failures) during \(op)")
+                // A new or removed PIN starts its count again. On a locked vault the
+                // op asks for the PIN first: killed during that check, it is counted.
+                XCTAssertTrue([failuresBefore, failuresBefore + 1, 0].contains(failures),
+                              "cycle \(cycle): counter \(failuresBefore) → \(failures) during \(op)")
             default:
                 XCTAssertEqual(failures, failuresBefore, "cycle \(cycle): the PIN failure counter moved during \(op)")
             }
@@ -184,7 +197,7 @@ final class CrashSoakTests: OIDCTestCase {
             try c.hello(interactive: true)
             let factors = try c.call("factors")
             let pinState = factors.result?["factors"]?.arrayValue?.first { $0["factor"]?.stringValue == "pin" }?["state"]?.stringValue
-            let enabledNow = pinState == "enabled"
+            let enabledNow = pinState == "enabled" || pinState == "locked_out"
             if acknowledged || ![.enrollPIN, .disablePIN].contains(op) {
                 XCTAssertEqual(enabledNow, pinEnrolled, "cycle \(cycle): after \(op) (\(acknowledged ? "acknowledged" : "interrupted")) the PIN is \(pinState ?? "?")")
             }
@@ -195,6 +208,7 @@ final class CrashSoakTests: OIDCTestCase {
                 // resets its failure counter), half the time with BankID (which
                 // does not), so wrong PINs pile up and "never goes back" bites.
                 if rng.next() % 2 == 0 {
+                    try waitOutLockout(v)
                     let u = try c.call("unlock", ["factor": "pin"]) { p in p.kind == .secret ? .value(.string(VaultdTestCase.pin)) : .none }
                     XCTAssertTrue(u.isOK, "cycle \(cycle): the PIN keyslot did not open after \(op): \(u.text)")
                 } else {
@@ -269,7 +283,10 @@ final class CrashSoakTests: OIDCTestCase {
             case .enrollPIN:
                 r = try c.call("enroll", ["factor": "pin"]) { p in p.kind == .secret ? .value(.string(VaultdTestCase.pin)) : .none }
             case .disablePIN:
-                r = try c.call("disable", ["factor": "pin"]) { p in p.kind == .confirm ? .value(true) : .none }
+                // With a PIN a BankID login leaves the vault locked: turning the PIN off asks for it first.
+                r = try c.call("disable", ["factor": "pin"]) { p in
+                    p.kind == .confirm ? .value(true) : p.kind == .secret ? .value(.string(VaultdTestCase.pin)) : .none
+                }
             case .wrongPIN:
                 _ = try c.call("lock")
                 var asked = false
@@ -304,6 +321,24 @@ final class CrashSoakTests: OIDCTestCase {
             try FileManager.default.copyItem(atPath: v.storePath + suffix, toPath: dir + "/vault.sqlite" + suffix)
         }
         return try body(dir + "/vault.sqlite")
+    }
+
+    /// The PIN lockout's end (unix s; 0 = none) as the store holds it.
+    func lockoutEnd(_ v: VaultdProcess) throws -> Int {
+        try copyOfStore(v) { path in
+            let r = try sqlite3(path, "SELECT coalesce(max(locked_until), 0) FROM failure_counter WHERE factor = 'pin';")
+            guard r.exit == 0, let n = Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw IntegrationError("sqlite3 failed: \(r.err)")
+            }
+            return n
+        }
+    }
+
+    /// Sleeps past a PIN lockout the store holds (they last a second here).
+    func waitOutLockout(_ v: VaultdProcess) throws {
+        let end = Double(try lockoutEnd(v))
+        let now = Date().timeIntervalSince1970
+        if end >= now { usleep(UInt32((end - now + 1.05) * 1_000_000)) }
     }
 
     func failureCounter(_ v: VaultdProcess) throws -> Int {
