@@ -132,11 +132,14 @@ enum Keyslot {
     enum RecordCheck: Equatable {
         /// Written by this vault with this device key: these are its facts.
         case intact([String: String])
-        /// Edited, written under another device key, or of a version this vaultd does not know.
+        /// Edited, or written under another device key.
         case damaged
+        /// Written by a newer SessionVault: kept as it is, not used, not overwritten.
+        case newerVersion
     }
 
     static func check(_ row: KeyslotRow, deviceKey: SecureBytes) -> RecordCheck {
+        if row.version > version { return .newerVersion }
         guard row.version == version,
               let tag = try? recordMAC(deviceKey: deviceKey, id: row.id, factor: row.factor, binding: row.binding, salt: row.salt),
               Sodium.constantTimeEqual(tag, row.sealedKey) else { return .damaged }

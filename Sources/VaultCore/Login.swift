@@ -106,6 +106,7 @@ extension Vault {
         }
         let (recordID, proof) = try loginSlot(for: login)
         var owner = false
+        var recordIsNewer = false
         if let row = slots[recordID] {
             switch Keyslot.check(row, deviceKey: deviceKey) {
             case .intact(let binding):
@@ -121,6 +122,10 @@ extension Vault {
                 // so a damaged one is not trusted. With a PIN it opens nothing.
                 audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
                 if !hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
+            case .newerVersion:
+                // A newer SessionVault's record: not understood here, never overwritten.
+                audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
+                recordIsNewer = true
             }
         }
         if vaultKey == nil, owner, !hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
@@ -134,7 +139,7 @@ extension Vault {
             // A login renews the soft boxes' time limit, as the PIN does.
             softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: now())
         }
-        if vaultKey != nil, slots[recordID] == nil || !owner {
+        if vaultKey != nil, slots[recordID] == nil || !owner, !recordIsNewer {
             let row: KeyslotRow
             do {
                 row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))

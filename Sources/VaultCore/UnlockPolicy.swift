@@ -198,9 +198,12 @@ extension Vault {
         if record.version == Keyslot.legacyVersion {
             return migrateLegacyPresence(factor, record: record, proof: proof, conversation)
         }
-        guard case .intact(let binding) = Keyslot.check(record, deviceKey: deviceKey), let digest = Keyslot.digest(in: binding) else {
-            audit.record("unlock", factor: d.id.rawValue, outcome: "record_damaged", requester: conversation.requester)
-            return .next(VaultFailure(.factorUnavailable, message: Messages.factorRecordDamaged(d.displayName)))
+        let check = Keyslot.check(record, deviceKey: deviceKey)
+        guard case .intact(let binding) = check, let digest = Keyslot.digest(in: binding) else {
+            let newer = check == .newerVersion
+            audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: conversation.requester)
+            return .next(VaultFailure(.factorUnavailable, message: newer ? Messages.factorRecordNewer(d.displayName)
+                                                                         : Messages.factorRecordDamaged(d.displayName)))
         }
         guard Sodium.constantTimeEqual(digest, proof.enrollmentState) else {
             enrollmentChanged(d, conversation)

@@ -356,9 +356,12 @@ public actor Vault {
                     nb: "\(name.nb) er sperret — prøv igjen om \(Messages.duration(wait, .nb))"), retryAfter: wait)
             }
         }
-        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], Keyslot.check(row, deviceKey: deviceKey) == .damaged,
-           row.version != Keyslot.legacyVersion {
-            return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
+        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], row.version != Keyslot.legacyVersion {
+            switch Keyslot.check(row, deviceKey: deviceKey) {
+            case .intact: break
+            case .damaged: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
+            case .newerVersion: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordNewer(name))
+            }
         }
         if d.contribution == .presenceOnly, liveSoftBox(d.id) == nil {
             // A soft unlock: after a restart, its time limit or a fallback, the PIN

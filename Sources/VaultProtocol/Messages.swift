@@ -99,6 +99,12 @@ public enum Messages {
             nb: "Oppsettet for \(name.nb) ble endret av noe annet enn SessionVault og brukes derfor ikke. Bruk PIN-koden eller logg inn med BankID eller Vipps, og sett opp \(name.nb) igjen.")
     }
 
+    public static func factorRecordNewer(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(
+            en: "\(name.en) was set up by a newer version of SessionVault, so this version does not use it. Update SessionVault, or use your PIN or log in with BankID or Vipps.",
+            nb: "\(name.nb) ble satt opp av en nyere versjon av SessionVault, så denne versjonen bruker den ikke. Oppdater SessionVault, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    }
+
     public static let identityRecordDamaged = LocalizedText(
         en: "The record of who owns this vault was changed by something other than SessionVault, so a login cannot open it. Use your fingerprint or PIN, or start over with “vaultctl reset” (saved sessions are lost).",
         nb: "Opplysningen om hvem som eier hvelvet, ble endret av noe annet enn SessionVault, så en innlogging kan ikke åpne det. Bruk fingeravtrykk eller PIN-kode, eller begynn på nytt med «vaultctl reset» (lagrede økter går tapt).")

@@ -227,6 +227,16 @@ final class VaultTests: XCTestCase {
             XCTAssertFalse(try reopened.audit.entries().contains { $0.event == "enrollment_changed" }, "edit \(n): not a change")
             try fx.store.updateKeyslots(put: [record], delete: [])
         }
+        // A record a newer SessionVault wrote: a version mismatch, not tampering and not a change.
+        var newer = record
+        newer.version = Keyslot.version + 1
+        try fx.store.updateKeyslots(put: [newer], delete: [])
+        let underOlder = try fx.reopened([fake])
+        let status = await underOlder.factorStatuses().first { $0.factor == "fake" }
+        XCTAssertEqual(status?.state, .unavailable)
+        XCTAssertEqual(status?.label, Messages.factorRecordNewer(fake.descriptor.displayName))
+        XCTAssertEqual(try fx.store.keyslots().first { $0.id == "fake" }?.version, Keyslot.version + 1, "kept as it is")
+
         try fx.store.updateKeyslots(put: [edits[0]], delete: [])
         let reopened = try fx.reopened([fake])
         _ = try await reopened.enroll("fake", conversation: ScriptedClient())
