@@ -324,15 +324,7 @@ final class CrashSoakTests: OIDCTestCase {
     }
 
     /// The PIN lockout's end (unix s; 0 = none) as the store holds it.
-    func lockoutEnd(_ v: VaultdProcess) throws -> Int {
-        try copyOfStore(v) { path in
-            let r = try sqlite3(path, "SELECT coalesce(max(locked_until), 0) FROM failure_counter WHERE factor = 'pin';")
-            guard r.exit == 0, let n = Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw IntegrationError("sqlite3 failed: \(r.err)")
-            }
-            return n
-        }
-    }
+    func lockoutEnd(_ v: VaultdProcess) throws -> Int { try pinCounterColumn(v, "locked_until") }
 
     /// Sleeps past a PIN lockout the store holds (they last a second here).
     func waitOutLockout(_ v: VaultdProcess) throws {
@@ -341,9 +333,12 @@ final class CrashSoakTests: OIDCTestCase {
         if end >= now { usleep(UInt32((end - now + 1.05) * 1_000_000)) }
     }
 
-    func failureCounter(_ v: VaultdProcess) throws -> Int {
+    func failureCounter(_ v: VaultdProcess) throws -> Int { try pinCounterColumn(v, "failures") }
+
+    /// One column of the PIN's failure counter, from a copy of the store (0 when there is none).
+    func pinCounterColumn(_ v: VaultdProcess, _ column: String) throws -> Int {
         try copyOfStore(v) { path in
-            let r = try sqlite3(path, "SELECT coalesce(max(failures), 0) FROM failure_counter WHERE factor = 'pin';")
+            let r = try sqlite3(path, "SELECT coalesce(max(\(column)), 0) FROM failure_counter WHERE factor = 'pin';")
             guard r.exit == 0, let n = Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw IntegrationError("sqlite3 failed: \(r.err)")
             }
