@@ -179,6 +179,11 @@ let package = Package(
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
+        // The request handler on its own, with a recording link in place of a socket.
+        .testTarget(name: "VaultServerTests", dependencies: [
+            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DemoProvidersTests", dependencies: [
             "DemoProviders", "VaultProtocol", "SodiumKit",
             .product(name: "JWTKit", package: "jwt-kit"),

@@ -71,34 +71,9 @@ extension Vault {
             await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key)
         }
         refreshing[id] = task
-        table.beginRefresh(id)
         let result = await task.value
         refreshing[id] = nil
-        for waiter in table.finishRefresh(id) { waiter(result) }
         return try result.get()
-    }
-
-    /// The refresh that a fast-path request claimed (`releaseIfReady`); its
-    /// outcome goes to everyone who joined. A refresh may already be running
-    /// from the full path, or the token turn out fresh by now: either way the
-    /// joiners get what `freshSession` says.
-    func refreshForWaiters(id: String, minValid: Int64) async {
-        let result: Result<ReleasedSession, VaultFailure>
-        if let entry = table.entry(id) {
-            // The vault key, or the record key of a session stored while locked.
-            if let key = entry.key(vaultKey: vaultKey) {
-                do throws(VaultFailure) {
-                    result = .success(try await freshSession(id: id, entry: entry, key: key, minValid: minValid))
-                } catch {
-                    result = .failure(error)
-                }
-            } else {
-                result = .failure(lockedFailure())
-            }
-        } else {
-            result = .failure(VaultFailure(.noSession))
-        }
-        for waiter in table.finishRefresh(id) { waiter(result) }
     }
 
     /// The token call off the actor, then its outcome settled on it.
@@ -158,9 +133,7 @@ extension Vault {
         } catch {
             hold(UnsavedRotation(sealed: sealed, audit: audited), id: id)
         }
-        var released = ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta)
-        released.resultTail = ReleasedSession.tail(of: sealed.meta)   // once, for every waiter's answer
-        return .success(released)
+        return .success(ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta))
     }
 
     /// Keeps a rotation the store refused: the table serves it from now on,

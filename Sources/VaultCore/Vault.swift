@@ -31,50 +31,10 @@ public struct ReleasedSession: Sendable {
     public var expiresAt: Int64?
     public var meta: SessionMeta
 
-    /// Everything in `json` after the access token, already serialized
-    /// (`,"account":…}`), when the release came from the session table.
-    public var resultTail: [UInt8]?
-
     public init(accessToken: String, expiresAt: Int64?, meta: SessionMeta) {
         self.accessToken = accessToken
         self.expiresAt = expiresAt
         self.meta = meta
-    }
-
-    /// The whole answer line for request `id`: the same bytes as
-    /// `Response.success(id:result: json).encoded()`, written without building
-    /// the JSON tree when the fixed part is at hand (the release fast path).
-    public func answer(id: JSON) -> [UInt8] {
-        // Over the token's own UTF-8 buffer: `utf8.allSatisfy` on the string
-        // view was 4.5 % of vaultd's time in a release benchmark.
-        let written = resultTail.flatMap { tail in
-            accessToken.utf8.withContiguousStorageIfAvailable { token -> [UInt8]? in
-                for byte in token where byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F {
-                    return nil   // needs escaping: the general writer does that
-                }
-                var out: [UInt8] = []
-                out.reserveCapacity(48 + token.count + tail.count)
-                out.append(contentsOf: #"{"id":"#.utf8)
-                id.write(into: &out)
-                out.append(contentsOf: #","ok":true,"result":{"access_token":""#.utf8)
-                out.append(contentsOf: token)
-                out.append(UInt8(ascii: "\""))
-                out.append(contentsOf: tail)
-                out.append(contentsOf: "}\n".utf8)
-                return out
-            } ?? nil
-        }
-        return written ?? Response.success(id: id, result: json).encoded()
-    }
-
-    /// `json` without the access token, serialized: what `resultTail` holds.
-    static func tail(of meta: SessionMeta) -> [UInt8] {
-        guard case .object(var o) = ReleasedSession(accessToken: "", expiresAt: meta.accessExpiresAt, meta: meta).json else { return [] }
-        o["access_token"] = nil
-        var out = JSON.object(o).serialized()
-        // `{"account":…}` → `,"account":…}`: keys sort after "access_token".
-        if !out.isEmpty { out[0] = UInt8(ascii: ",") }
-        return out
     }
 
     public var json: JSON {
@@ -440,55 +400,6 @@ public actor Vault {
     /// a token that dies in its hands.
     static let refreshWindow: Int64 = 60
 
-    /// What the fast path did with a request.
-    public enum FastRelease: Sendable {
-        case released(ReleasedSession)
-        /// The session is being refreshed: the waiter is called when that settles.
-        case waiting
-        /// Take the full path.
-        case fullPath
-    }
-
-    public typealias RefreshWaiter = @Sendable (Result<ReleasedSession, VaultFailure>) -> Void
-
-    /// The fast path, callable from any thread: releases at once when the vault
-    /// is unlocked and the access token is fresh. A token that is due (within
-    /// the refresh window, or `minValid`) is refreshed with the request waiting
-    /// as the waiter `orWait` makes: the first such request starts the refresh,
-    /// the rest join it. A hundred apps waking together so cost a lock each,
-    /// not a task and a turn on the actor each while the token call waits for
-    /// a core. The token a refresh brings is returned even if shorter-lived than
-    /// `minValid`, as on the full path. `.fullPath` for the rest: locked, or an
-    /// unknown or ambiguous account, which may need the person or a precise error.
-    public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0,
-                                           orWait waiter: () -> RefreshWaiter) -> FastRelease {
-        withoutActuallyEscaping(waiter) { release(account: account, minValid: minValid, orWait: $0) }
-    }
-
-    /// The fast path for a caller that cannot wait (the server's release lane):
-    /// the session when its token is fresh, else nil, and the request takes a
-    /// path that can wait. Nothing is joined or started.
-    public nonisolated func releaseIfFresh(account: String?, minValid: Int64 = 0) -> ReleasedSession? {
-        guard case .released(let released) = release(account: account, minValid: minValid, orWait: nil) else { return nil }
-        return released
-    }
-
-    private nonisolated func release(account: String?, minValid: Int64, orWait waiter: (() -> RefreshWaiter)?) -> FastRelease {
-        let nowS = now()
-        guard let (key, id, entry) = table.releasable(account, now: nowS) else { return .fullPath }
-        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) {
-            guard let waiter else { return .fullPath }
-            if table.joinRefresh(id, waiter()) == .claimed {
-                Task(priority: .high) { await self.refreshForWaiters(id: id, minValid: minValid) }
-            }
-            return .waiting
-        }
-        guard let token = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.accessToken(in:)) else { return .fullPath }
-        var released = ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
-        released.resultTail = entry.resultTail
-        return .released(released)
-    }
-
     /// The secret half of a session, opened with the vault key.
     nonisolated func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
         guard let secret = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.init(bytes:)) else {
@@ -500,8 +411,7 @@ public actor Vault {
 
     /// Opens the secret half into a wiped temporary buffer and hands it to
     /// `read`; nil from `read` passes through. The release fast path reads only
-    /// the access token this way and leaves anything unusual, logged or not, to
-    /// the full path.
+    /// the access token this way.
     nonisolated func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
                                    reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
         // The version column must be the one the metadata recorded: an older

@@ -131,6 +131,12 @@ public enum Messages {
             nb: "vaultd har allerede \(limit) forbindelser åpne, som er grensen. Lukk programmer du ikke bruker, eller prøv igjen om litt.")
     }
 
+    public static func tooManyRequestsInFlight(limit: Int) -> LocalizedText {
+        LocalizedText(
+            en: "This connection already has \(limit) requests waiting for answers, its limit. Wait for some answers before sending more.",
+            nb: "Denne forbindelsen har allerede \(limit) forespørsler som venter på svar, som er grensen. Vent på noen svar før du sender flere.")
+    }
+
     public static func noMatch(attemptsLeft: Int) -> LocalizedText {
         if attemptsLeft <= 0 {
             return LocalizedText(

@@ -303,7 +303,7 @@ struct ListenerService: Service {
     func run() async throws {
         let listener: Listener
         do {
-            listener = try server.start(activatedFD: activatedFD)
+            listener = try await server.start(activatedFD: activatedFD)
         } catch {
             VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
         }
