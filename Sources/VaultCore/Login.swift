@@ -121,14 +121,14 @@ extension Vault {
                 // Without a PIN this record is what lets a login reopen the vault,
                 // so a damaged one is not trusted. With a PIN it opens nothing.
                 audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
-                if !hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
+                if !policy.hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
             case .newerVersion:
                 // A newer SessionVault's record: not understood here, never overwritten.
                 audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
                 recordIsNewer = true
             }
         }
-        if vaultKey == nil, owner, !hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
+        if vaultKey == nil, owner, !policy.hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
             guard let vk = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil) else {
                 logger.error("the device keyslot failed to open at a login")
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
@@ -209,7 +209,7 @@ extension Vault {
     /// can open this vault, and run the chosen one.
     func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
         let candidates = providers.loginProviders
-        guard !candidates.isEmpty else { return .failure(failure ?? lockedFailure()) }
+        guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
         let names = candidates.map(\.displayName).joined(separator: " / ")
         var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
         options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
@@ -218,13 +218,13 @@ extension Vault {
             choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
                                                                  nb: "Logg inn med \(names) for å fortsette."), options: options)
         } catch {
-            return .failure(error == .notInteractive ? (failure ?? lockedFailure()) : VaultFailure(.cancelled))
+            return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : VaultFailure(.cancelled))
         }
         guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
-            return vaultKey != nil ? .success(()) : .failure(loggedInButLocked())
+            return vaultKey != nil ? .success(()) : .failure(policy.loggedInButLocked())
         } catch {
             return .failure(error)
         }

@@ -272,11 +272,11 @@ public actor Vault {
         slots[Keyslot.deviceSlotID] != nil && !order.contains { slots[$0.rawValue] != nil }
     }
 
-    /// A PIN (any secret factor) is enrolled: then it alone opens the vault key at rest.
-    var hasSecretFactor: Bool { slots.values.contains { secretFactors.contains($0.factor) } }
-
-    /// Factors with a slot, in policy order.
-    var enrolledFactors: [FactorID] { order.filter { slots[$0.rawValue] != nil } }
+    /// The unlock policy over the state as it is now.
+    var policy: UnlockPolicy {
+        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: slots, secretFactors: secretFactors,
+                     liveSoftUnlocks: Set(softBoxes.keys), loginProviders: providers.loginProviders.map(\.id))
+    }
 
     // MARK: - Status
 
@@ -289,31 +289,26 @@ public actor Vault {
         return out
     }
 
+    /// A factor's state and its label for `status`; the sentences are the
+    /// message catalog's (`Messages.factorLabel…`).
     func status(of factor: any UnlockFactor) async -> FactorStatus {
         let d = factor.descriptor
         let name = d.displayName
         if case .unavailable(let reason) = await factor.probe() {
-            // The reason's first sentence is the short label ("Fingerprint reader not found").
-            func first(_ s: String) -> String { s.components(separatedBy: ". ").first.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 } ?? s }
-            return FactorStatus(factor: d.id, state: .unavailable, label: LocalizedText(en: first(reason.en), nb: first(reason.nb)))
+            return FactorStatus(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
         }
         guard slots[d.id.rawValue] != nil else {
             if let stale = try? store.meta("stale:\(d.id.rawValue)"), !stale.isEmpty {
-                let why = d.id == .fingerprint
-                    ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
-                    : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
-                return FactorStatus(factor: d.id, state: .notEnrolled, label: LocalizedText(
-                    en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))"))
+                return FactorStatus(factor: d.id, state: .notEnrolled,
+                                    label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
             }
-            return FactorStatus(factor: d.id, state: .notEnrolled,
-                                label: LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp"))
+            return FactorStatus(factor: d.id, state: .notEnrolled, label: Messages.factorLabelNotSetUp(name))
         }
         if d.throttle != nil, let counter = try? store.failureCounter(factor: d.id.rawValue) {
             let wait = Int(counter.lockedUntil) - Int(now())
             if wait > 0 {
-                return FactorStatus(factor: d.id, state: .lockedOut, label: LocalizedText(
-                    en: "\(name.en) locked — try again in \(Messages.duration(wait, .en))",
-                    nb: "\(name.nb) er sperret — prøv igjen om \(Messages.duration(wait, .nb))"), retryAfter: wait)
+                return FactorStatus(factor: d.id, state: .lockedOut, label: Messages.factorLabelLockedOut(name, seconds: wait),
+                                    retryAfter: wait)
             }
         }
         if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], row.version != Keyslot.legacyVersion {
@@ -326,25 +321,13 @@ public actor Vault {
         if d.contribution == .presenceOnly, liveSoftBox(d.id) == nil {
             // A soft unlock: after a restart, its time limit or a fallback, the PIN
             // (or a login) is needed once before it works again.
-            return FactorStatus(factor: d.id, state: .enabled, label: hasSecretFactor
-                ? LocalizedText(en: "\(name.en) enabled — enter your PIN once to use it",
-                                nb: "\(name.nb) er slått på — skriv inn PIN-koden én gang for å bruke den")
-                : LocalizedText(en: "\(name.en) enabled — log in once to use it",
-                                nb: "\(name.nb) er slått på — logg inn én gang for å bruke den"))
+            return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabledAfterOnce(name, hasPIN: policy.hasSecretFactor))
         }
-        return FactorStatus(factor: d.id, state: .enabled,
-                            label: LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på"))
+        return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name))
     }
 
-    /// One sentence on what guards the sessions at rest, when it is only the
-    /// device key (no PIN): the threat model's "fingerprint without a PIN".
-    public func atRestWarning() -> LocalizedText? {
-        guard !hasSecretFactor else { return nil }
-        if order.contains(where: { slots[$0.rawValue] != nil }) {
-            return Messages.fingerprintWithoutPIN
-        }
-        return nil
-    }
+    /// One sentence on what guards the sessions at rest, when it is only the device key.
+    public func atRestWarning() -> LocalizedText? { policy.atRestWarning }
 
     public struct AccountInfo: Sendable {
         public var account: String
@@ -360,7 +343,7 @@ public actor Vault {
 
     public func accounts() -> [AccountInfo] {
         let vk = vaultKey
-        let waiting = hasSecretFactor ? Messages.sessionWaitsForPIN : Messages.sessionWaitsForUnlock
+        let waiting = policy.sessionWaits
         return table.allEntries().values.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
@@ -390,7 +373,7 @@ public actor Vault {
         // Stored while the vault key was away, and its record key wiped by a lock since.
         if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { resealWaitingSessions(vk) }
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
-        guard let key = entry.key(vaultKey: vaultKey) else { throw lockedFailure() }
+        guard let key = entry.key(vaultKey: vaultKey) else { throw policy.lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
         await offerPendingReenrollment(conversation)
         return released

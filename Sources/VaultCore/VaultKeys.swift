@@ -105,7 +105,7 @@ extension Vault {
         if let vk = vaultKey {
             return (try SecretBox.seal(plain, key: vk, associatedData: ad).bytes, nil)
         }
-        guard let publicKey = vaultPublicKey else { throw lockedFailure() }
+        guard let publicKey = vaultPublicKey else { throw policy.lockedFailure() }
         let recordKey = try existing?.recordKey ?? SecureBytes.random(count: KeyDerivation.keySize)
         let wrapped = try PublicKeyBox.seal(recordKey, to: publicKey)
         return (wrapped + (try SecretBox.seal(plain, key: recordKey, associatedData: ad).bytes), recordKey)

@@ -125,6 +125,65 @@ public enum Messages {
             nb: "For mange feil forsøk. Prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
     }
 
+    // MARK: Factor labels in `status` (short: no full stop)
+
+    /// A reason's first sentence, as a short label ("Fingerprint reader not found").
+    public static func shortLabel(_ reason: LocalizedText) -> LocalizedText {
+        func first(_ s: String) -> String {
+            var sentence = Substring(s)
+            var i = s.startIndex
+            while i < s.endIndex {
+                let next = s.index(after: i)
+                if s[i] == ".", next < s.endIndex, s[next] == " " {
+                    sentence = s[..<i]
+                    break
+                }
+                i = next
+            }
+            return String(sentence.hasSuffix(".") ? sentence.dropLast() : sentence)
+        }
+        return LocalizedText(en: first(reason.en), nb: first(reason.nb))
+    }
+
+    public static func factorLabelNotSetUp(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp")
+    }
+
+    /// Its enrollment changed (for a fingerprint: the fingers enrolled on the reader).
+    public static func factorLabelSetUpAgain(_ name: LocalizedText, fingerprints: Bool) -> LocalizedText {
+        let why = fingerprints
+            ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
+            : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
+        return LocalizedText(en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))")
+    }
+
+    public static func factorLabelLockedOut(_ name: LocalizedText, seconds: Int) -> LocalizedText {
+        LocalizedText(en: "\(name.en) locked — try again in \(duration(seconds, .en))",
+                      nb: "\(name.nb) er sperret — prøv igjen om \(duration(seconds, .nb))")
+    }
+
+    /// A fingerprint whose soft unlock is gone: the PIN (or a login) once first.
+    public static func factorLabelEnabledAfterOnce(_ name: LocalizedText, hasPIN: Bool) -> LocalizedText {
+        hasPIN
+            ? LocalizedText(en: "\(name.en) enabled — enter your PIN once to use it",
+                            nb: "\(name.nb) er slått på — skriv inn PIN-koden én gang for å bruke den")
+            : LocalizedText(en: "\(name.en) enabled — log in once to use it",
+                            nb: "\(name.nb) er slått på — logg inn én gang for å bruke den")
+    }
+
+    public static func factorLabelEnabled(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på")
+    }
+
+    /// A fingerprint asked for by name while its soft unlock is gone.
+    public static func softUnlockGone(_ name: LocalizedText, hasPIN: Bool) -> LocalizedText {
+        hasPIN
+            ? LocalizedText(en: "Enter your PIN once; after that \(name.en) opens the vault again.",
+                            nb: "Skriv inn PIN-koden én gang; etter det åpner \(name.nb) hvelvet igjen.")
+            : LocalizedText(en: "Log in with BankID or Vipps once; after that \(name.en) opens the vault again.",
+                            nb: "Logg inn med BankID eller Vipps én gang; etter det åpner \(name.nb) hvelvet igjen.")
+    }
+
     public static func tooManyConnections(limit: Int) -> LocalizedText {
         LocalizedText(
             en: "vaultd already has \(limit) connections open, its limit. Close programs you are not using, or try again in a moment.",
