@@ -104,9 +104,23 @@ struct VaultBench: ParsableCommand {
         }
 
         let abuse = try measureUnderAbuse(daemon.socket, account: "one-0", count: requests / 4)
-        let abuseRatio = Double(abuse.abused.p99) / Double(max(1, abuse.quiet.p99))
-        table.add("release p99 beside 100 idle + 100 dribbling connections (alone \(us(abuse.quiet.p99)))", us(abuse.abused.p99),
-                  "≤ 2× alone: \(String(format: "%.2f", abuseRatio))×", abuseRatio <= 2)
+        func besideLine(_ what: String, _ l: Latency) {
+            let ratio = Double(l.p99) / Double(max(1, abuse.quiet.p99))
+            table.add("release p99 beside \(what) (alone \(us(abuse.quiet.p99)))", us(l.p99),
+                      "≤ 2× alone: \(String(format: "%.2f", ratio))×", ratio <= 2)
+        }
+        besideLine("100 idle + 100 dribbling connections", abuse.abused)
+        let flood = try measureBesideFlood(daemon, account: "one-0", count: requests / 4)
+        besideLine("a client that sends and never reads", flood.latency)
+        table.add("… vaultd RSS growth while it floods", mib(flood.growthKiB), "≤ 8 MiB (stops reading at 1 MiB unsent)",
+                  flood.growthKiB <= 8 * 1024)
+        let overCap = try measureBesideOverCap(daemon.socket, account: "one-0", count: requests / 4)
+        besideLine("connections over the cap (\(overCap.refused) refused)", overCap.latency)
+        if let otherUID = try measureBesideOtherUID(daemon.socket, account: "one-0", count: requests / 4) {
+            besideLine("another uid connecting in a loop", otherUID)
+        } else {
+            table.add("release beside another uid", "skipped", "needs root (setpriv)", nil)
+        }
 
         // Peer: a libsecret lookup of a stored secret from a running process
         // (what an app would do without a vault), when a Secret Service is here.
