@@ -372,8 +372,10 @@ public actor Vault {
                 : LocalizedText(en: "\(name.en) enabled — log in once to use it",
                                 nb: "\(name.nb) er slått på — logg inn én gang for å bruke den"))
         }
+        // The factor's own detail (a fingerprint reader's name and limits) after "enabled".
+        let detail = d.enabledDetail.map { (en: " (\($0.en))", nb: " (\($0.nb))") } ?? (en: "", nb: "")
         return FactorStatus(factor: d.id, state: .enabled,
-                            label: LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på"))
+                            label: LocalizedText(en: "\(name.en) enabled\(detail.en)", nb: "\(name.nb) er slått på\(detail.nb)"))
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the
