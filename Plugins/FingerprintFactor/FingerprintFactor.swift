@@ -245,7 +245,8 @@ enum Text {
         default: return unclearScan(left: left)
         }
         guard let left else { return hint }
-        return LocalizedText(en: "\(hint.en) (\(triesLeft(left, .en)))", nb: "\(hint.nb) (\(triesLeft(left, .nb)))")
+        func sentence(_ s: String) -> String { s.hasSuffix(".") ? String(s.dropLast()) : s }
+        return LocalizedText(en: "\(sentence(hint.en)) (\(triesLeft(left, .en))).", nb: "\(sentence(hint.nb)) (\(triesLeft(left, .nb))).")
     }
 
     /// The sentence for a backend's refusal.
