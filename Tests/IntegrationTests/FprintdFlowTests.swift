@@ -187,6 +187,21 @@ final class FprintdFlowTests: VaultdTestCase {
         XCTAssertTrue(v.isRunning)
     }
 
+    func testVaultdStoppedMidScanLeavesTheReaderFree() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        fixture.forgetSocket()
+        // A client waiting at the fingerprint prompt, on its own connection and thread.
+        let client = WaitingClient(try v.raw())
+        try client.raw.hello(interactive: true)
+        Thread.detachNewThread {
+            _ = try? client.raw.call("session", ["account": "kari"], timeout: 30, onPrompt: PromptScript().handler)
+        }
+        try fixture.waitUntilClaimed()
+        XCTAssertEqual(v.stop()?.exit, 0, "vaultd stops mid-scan")
+        try fixture.assertClaimable()
+    }
+
     func testAutoUsesFprintdWhenItHasAReaderAndNothingOtherwise() throws {
         let v = try start(reader: "auto")
         try setUpEnrolled(v)
@@ -199,4 +214,10 @@ final class FprintdFlowTests: VaultdTestCase {
         XCTAssertNil(try fingerprintLabel(v), "auto without fprintd offers no fingerprint")
         XCTAssertEqual(v.vaultctl(["status"]).exit, 0)
     }
+}
+
+/// A client handed to one other thread, which alone uses it from then on.
+private final class WaitingClient: @unchecked Sendable {
+    let raw: RawClient
+    init(_ raw: RawClient) { self.raw = raw }
 }
