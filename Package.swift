@@ -53,6 +53,8 @@ let package = Package(
         // C libraries from apt, found through pkg-config.
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        // GDBus, for talking to fprintd on the system bus (GLib/GIO come with libsecret anyway).
+        .systemLibrary(name: "CGIO", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
         .target(name: "CVaultShims"),
@@ -112,7 +114,7 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
-        .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
+        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
         .target(name: "ExternalFactor", dependencies: ["VaultFactor", "Locking"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 

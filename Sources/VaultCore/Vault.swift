@@ -323,7 +323,7 @@ public actor Vault {
             // (or a login) is needed once before it works again.
             return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabledAfterOnce(name, hasPIN: policy.hasSecretFactor))
         }
-        return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name))
+        return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name, detail: d.enabledDetail))
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the device key.

@@ -171,8 +171,10 @@ public enum Messages {
                             nb: "\(name.nb) er slått på — logg inn én gang for å bruke den")
     }
 
-    public static func factorLabelEnabled(_ name: LocalizedText) -> LocalizedText {
-        LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på")
+    /// `detail`: the factor's own words after "enabled" (a fingerprint reader's name and limits).
+    public static func factorLabelEnabled(_ name: LocalizedText, detail: LocalizedText? = nil) -> LocalizedText {
+        let more = detail.map { (en: " (\($0.en))", nb: " (\($0.nb))") } ?? (en: "", nb: "")
+        return LocalizedText(en: "\(name.en) enabled\(more.en)", nb: "\(name.nb) er slått på\(more.nb)")
     }
 
     /// A fingerprint asked for by name while its soft unlock is gone.
@@ -373,4 +375,52 @@ public enum Messages {
     public static let configInvalid = LocalizedText(
         en: "The configuration file has an error. Fix the line named below and start vaultd again.",
         nb: "Konfigurasjonsfilen har en feil. Rett linjen som er nevnt nedenfor, og start vaultd igjen.")
+}
+
+// MARK: - The fingerprint reader through fprintd (Plugins/FingerprintFactor)
+
+/// What the fingerprint factor says when fprintd (the desktop's fingerprint
+/// service) refuses, stops, or asks for another scan. Each says what to do next.
+public enum FingerprintMessages {
+    /// `AlreadyInUse`: another program (a login screen, `fprintd-verify`, GNOME Settings) holds the reader.
+    public static let readerInUse = LocalizedText(
+        en: "Another program is using the fingerprint reader. Close it or finish its fingerprint prompt, then try again — or use your PIN or log in with BankID or Vipps.",
+        nb: "Et annet program bruker fingeravtrykkleseren. Lukk det eller fullfør fingeravtrykkspørsmålet der, og prøv igjen — eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `NoSuchDevice`: fprintd runs but sees no reader.
+    public static let noDevice = LocalizedText(
+        en: "The fingerprint service found no fingerprint reader. Plug the reader in, or use your PIN or log in with BankID or Vipps.",
+        nb: "Fingeravtrykktjenesten fant ingen fingeravtrykkleser. Koble leseren til, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `PermissionDenied`: polkit refused fingerprint verification to this user.
+    public static let permissionDenied = LocalizedText(
+        en: "This computer's security policy does not let SessionVault use the fingerprint reader. Ask whoever manages the computer to allow fingerprint verification (polkit action net.reactivated.fprint.device.verify), or use your PIN or log in with BankID or Vipps.",
+        nb: "Sikkerhetsreglene på denne datamaskinen lar ikke SessionVault bruke fingeravtrykkleseren. Be den som drifter datamaskinen om å tillate fingeravtrykkbekreftelse (polkit-handlingen net.reactivated.fprint.device.verify), eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `NoEnrolledPrints`: no finger is enrolled for this user.
+    public static let noEnrolledPrints = LocalizedText(
+        en: "Add a fingerprint in Settings → Users first, then turn on fingerprint login. Until then, use your PIN or log in with BankID or Vipps.",
+        nb: "Legg først til et fingeravtrykk i Innstillinger → Brukere, og slå så på fingeravtrykkpålogging. Til da kan du bruke PIN-koden eller logge inn med BankID eller Vipps.")
+    /// fprintd stopped (or restarted) while a scan was waiting.
+    public static let serviceStopped = LocalizedText(
+        en: "The fingerprint service stopped during the scan. Use your PIN or log in with BankID or Vipps, and try the fingerprint again later.",
+        nb: "Fingeravtrykktjenesten stoppet under skanningen. Bruk PIN-koden eller logg inn med BankID eller Vipps, og prøv fingeravtrykket igjen senere.")
+    /// `reader = "fprintd"` but the service does not answer on the system bus.
+    public static let serviceNotAnswering = LocalizedText(
+        en: "The fingerprint service (fprintd) is not answering. Install the fprintd package and check that the system bus runs, or use your PIN or log in with BankID or Vipps.",
+        nb: "Fingeravtrykktjenesten (fprintd) svarer ikke. Installer pakken fprintd og sjekk at systembussen kjører, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `verify-swipe-too-short`.
+    public static let swipeTooShort = LocalizedText(
+        en: "The swipe was too short — swipe your finger across the reader again, a little slower.",
+        nb: "Sveipet var for kort — sveip fingeren over leseren igjen, litt langsommere.")
+    /// `verify-finger-not-centered`.
+    public static let fingerNotCentered = LocalizedText(
+        en: "Your finger was not in the middle of the reader — place it in the centre and try again.",
+        nb: "Fingeren lå ikke midt på leseren — legg den midt på og prøv igjen.")
+    /// `verify-remove-and-retry`.
+    public static let removeAndRetry = LocalizedText(
+        en: "Lift your finger off the reader, then touch it again.",
+        nb: "Løft fingeren fra leseren, og berør den igjen.")
+    /// A clause for status lines after the reader's name ("Fingerprint enabled
+    /// (Synaptics … — fprintd does not notice …)"): what fprintd cannot see.
+    public static let sameFingerCaveat = LocalizedText(
+        en: "fprintd does not notice a finger deleted and enrolled again under the same name; your PIN or a login is asked for again after the fingerprint time limit",
+        nb: "fprintd merker ikke at en finger slettes og legges til på nytt med samme navn; PIN-koden eller en innlogging blir spurt om igjen etter tidsgrensen for fingeravtrykk")
 }
