@@ -200,7 +200,3 @@ public final class VaultServer: Sendable {
         return withAddress(path) { connect(fd, $0, $1) } == 0
     }
 }
-
-public enum SessionVaultVersion {
-    public static let string = "0.1.0"
-}
