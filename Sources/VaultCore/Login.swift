@@ -43,7 +43,7 @@ extension Vault {
     }
 
     func canUnlock(_ provider: any IdentityProvider) -> Bool {
-        slots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && slots[Vault.personSlotID] != nil)
+        keyslots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && keyslots[Vault.personSlotID] != nil)
     }
 
     public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
@@ -107,8 +107,8 @@ extension Vault {
         let (recordID, proof) = try loginSlot(for: login)
         var owner = false
         var recordIsNewer = false
-        if let row = slots[recordID] {
-            switch Keyslot.check(row, deviceKey: deviceKey) {
+        if let check = keyslots.check(recordID) {
+            switch check {
             case .intact(let binding):
                 guard binding == proof.binding else {
                     audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
@@ -128,26 +128,25 @@ extension Vault {
                 recordIsNewer = true
             }
         }
-        if vaultKey == nil, owner, !policy.hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
-            guard let vk = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil) else {
+        if vaultKey == nil, owner, !policy.hasSecretFactor, keyslots[Keyslot.deviceSlotID] != nil {
+            guard let vk = keyslots.openDeviceWrap() else {
                 logger.error("the device keyslot failed to open at a login")
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
             openHard(vk)
             audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
-        } else if let vk = vaultKey, owner || slots[recordID] == nil {
+        } else if let vk = vaultKey, owner || keyslots[recordID] == nil {
             // A login renews the soft boxes' time limit, as the PIN does.
-            softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: now())
+            softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
-        if vaultKey != nil, slots[recordID] == nil || !owner, !recordIsNewer {
+        if vaultKey != nil, keyslots[recordID] == nil || !owner, !recordIsNewer {
             let row: KeyslotRow
             do {
                 row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))
             } catch {
                 throw .internal()
             }
-            try storeCall { () throws(StoreError) in try store.updateKeyslots(put: [row], delete: []) }
-            slots[recordID] = row
+            try storeCall { () throws(StoreError) in try keyslots.replace(put: [row], delete: []) }
             owner = true
             audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
@@ -244,7 +243,7 @@ extension Vault {
         failedBeforeFallback = []
         for id in order {
             // Not set up (first login, or its slot went stale), or it just failed before this fallback login.
-            guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil || failed.contains(id),
+            guard let factor = factors[id], factor.descriptor.offerAfterLogin, keyslots[id.rawValue] == nil || failed.contains(id),
                   !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
             // After an enrollment change only a strong login may turn it back on: say so instead of asking.
             if isStale(id), !strongLoginMet {

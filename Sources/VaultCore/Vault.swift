@@ -108,7 +108,8 @@ public actor Vault {
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []
 
-    var slots: [String: KeyslotRow] = [:]
+    /// The keyslot rows, in the store and in memory (Keyslots.swift).
+    var keyslots: Keyslots
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
@@ -146,7 +147,7 @@ public actor Vault {
             throw .crypto("\(error)")
         }
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
-        self.slots = opened.slots
+        self.keyslots = opened.keyslots
         self.vaultPublicKey = opened.publicKey
         let started = Date().timeIntervalSince1970
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
@@ -154,13 +155,13 @@ public actor Vault {
         // the vault key goes only into its soft box: the vault starts locked and a
         // scan opens it. With none, the vault is simply open.
         if let vk = opened.vaultKey {
-            softBoxes = Vault.softBoxes(for: byID, slots: opened.slots, vaultKey: vk, deviceKey: deviceKey, since: started)
+            softBoxes = Vault.softBoxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
             if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
         }
     }
 
     private struct Opened {
-        var slots: [String: KeyslotRow]
+        var keyslots: Keyslots
         var vaultKey: SecureBytes?
         var publicKey: [UInt8]?
         var entries: [String: SessionTable.Entry]
@@ -181,8 +182,7 @@ public actor Vault {
             } else {
                 try store.setMeta("device_key_check", check)
             }
-            var slots: [String: KeyslotRow] = [:]
-            for row in try store.keyslots() { slots[row.id] = row }
+            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, secretFactors: secretFactors)
             let rows = try store.sessions()
             var vaultKey: SecureBytes?
             let now = Int64(Date().timeIntervalSince1970)
@@ -191,20 +191,19 @@ public actor Vault {
                 // (the seeds' "standard session token resumption" without biometrics).
                 let vk = try SecureBytes.random(count: 32)
                 let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
-                try store.updateKeyslots(put: [device], delete: [])
-                slots[device.id] = device
+                try slots.replace(put: [device], delete: [])
                 vaultKey = vk
                 logger.info("created a new vault")
             } else {
-                vaultKey = try migrateLegacySlots(&slots, store: store, deviceKey: deviceKey, secretFactors: secretFactors, logger: logger)
-                if vaultKey == nil, let device = slots[Keyslot.deviceSlotID] {
+                vaultKey = try slots.migrateLegacy(logger: logger)
+                if vaultKey == nil, slots[Keyslot.deviceSlotID] != nil {
                     // A device slot that fails to open (edited, or another vault's) is
                     // kept: deleting it could leave sessions nobody can open.
-                    vaultKey = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+                    vaultKey = slots.openDeviceWrap()
                     if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
                 }
             }
-            if !slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) {
+            if !slots.hasWrap {
                 logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
             }
             let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store) } ?? store.meta(SessionSealing.publicKeyMeta)
@@ -220,7 +219,7 @@ public actor Vault {
                 }
                 entries[row.id] = SessionTable.Entry(meta: meta, row: row)
             }
-            return Opened(slots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
+            return Opened(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
         } catch let e as VaultStartupError {
             throw e
         } catch let e as StoreError {
@@ -269,12 +268,12 @@ public actor Vault {
     /// "standard session token resumption". Locking it would only hide
     /// sessions for no gain. Login records don't count: they are the fallback.
     var guardedByDeviceKeyOnly: Bool {
-        slots[Keyslot.deviceSlotID] != nil && !order.contains { slots[$0.rawValue] != nil }
+        keyslots[Keyslot.deviceSlotID] != nil && !order.contains { keyslots[$0.rawValue] != nil }
     }
 
     /// The unlock policy over the state as it is now.
     var policy: UnlockPolicy {
-        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: slots, secretFactors: secretFactors,
+        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: keyslots.rows, secretFactors: secretFactors,
                      liveSoftUnlocks: Set(softBoxes.keys), loginProviders: providers.loginProviders.map(\.id))
     }
 
@@ -297,8 +296,8 @@ public actor Vault {
         if case .unavailable(let reason) = await factor.probe() {
             return FactorStatus(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
         }
-        guard slots[d.id.rawValue] != nil else {
-            if let stale = try? store.meta("stale:\(d.id.rawValue)"), !stale.isEmpty {
+        guard keyslots[d.id.rawValue] != nil else {
+            if keyslots.isStale(d.id.rawValue) {
                 return FactorStatus(factor: d.id, state: .notEnrolled,
                                     label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
             }
@@ -311,7 +310,7 @@ public actor Vault {
                                     retryAfter: wait)
             }
         }
-        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], row.version != Keyslot.legacyVersion {
+        if d.contribution == .presenceOnly, let row = keyslots[d.id.rawValue], row.version != Keyslot.legacyVersion {
             switch Keyslot.check(row, deviceKey: deviceKey) {
             case .intact: break
             case .damaged: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))

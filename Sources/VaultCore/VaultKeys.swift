@@ -16,17 +16,17 @@ extension Vault {
     func openHard(_ vk: SecureBytes) {
         let t = now()
         table.setVaultKey(vk, now: t)
-        softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: t)
+        softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
         if vaultPublicKey == nil { vaultPublicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
         resealWaitingSessions(vk)
     }
 
     /// A soft box for every presence factor whose record is intact.
-    static func softBoxes(for factors: [FactorID: any UnlockFactor], slots: [String: KeyslotRow], vaultKey: SecureBytes,
-                          deviceKey: SecureBytes, since: Double) -> [FactorID: SoftUnlock] {
+    static func softBoxes(for factors: [FactorID: any UnlockFactor], keyslots: Keyslots, vaultKey: SecureBytes,
+                          since: Double) -> [FactorID: SoftUnlock] {
         var boxes: [FactorID: SoftUnlock] = [:]
         for (id, factor) in factors where factor.descriptor.contribution == .presenceOnly {
-            guard let row = slots[id.rawValue], case .intact(let binding) = Keyslot.check(row, deviceKey: deviceKey),
+            guard case .intact(let binding) = keyslots.check(id.rawValue),
                   let digest = Keyslot.digest(in: binding) else { continue }
             boxes[id] = try? SoftUnlock(vaultKey: vaultKey, factor: id, digest: digest, since: since)
         }
@@ -56,43 +56,6 @@ extension Vault {
             try store.setMeta(SessionSealing.publicKeyMeta, publicKey)
         }
         return publicKey
-    }
-
-    // MARK: Migration
-
-    /// v1 stores kept login and fingerprint slots that wrapped VK under DK and
-    /// public facts. A login slot becomes an identity record at once (its facts
-    /// are stored in clear); when VK has no other way in, it is opened once to
-    /// make the device slot first. A v1 fingerprint slot's digest was never
-    /// stored, so it cannot become a record: with another way in it is dropped
-    /// and the fingerprint is set up again; without one it stays until its next
-    /// match migrates it (`attempt`). Returns VK when a slot was opened here.
-    static func migrateLegacySlots(_ slots: inout [String: KeyslotRow], store: VaultStore, deviceKey: SecureBytes,
-                                   secretFactors: Set<String>, logger: Logger) throws -> SecureBytes? {
-        let legacy = slots.values.filter { $0.version == Keyslot.legacyVersion && !Keyslot.isWrap($0, secretFactors: secretFactors) }
-        guard !legacy.isEmpty else { return nil }
-        var vaultKey: SecureBytes?
-        var put: [KeyslotRow] = []
-        var delete: [String] = []
-        var hasWrap = slots.values.contains { Keyslot.isWrap($0, secretFactors: secretFactors) }
-        for row in legacy where row.factor == "login" {
-            if !hasWrap, vaultKey == nil { vaultKey = try? Keyslot.openLegacy(row, deviceKey: deviceKey, enrollmentState: []) }
-            put.append(try Keyslot.makeRecord(id: row.id, factor: row.factor, binding: Keyslot.binding(fromJSON: row.binding),
-                                              deviceKey: deviceKey, now: row.createdAt))
-        }
-        if !hasWrap, let vk = vaultKey {
-            put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(Date().timeIntervalSince1970)))
-            hasWrap = true
-        }
-        for row in legacy where row.factor != "login" && hasWrap {
-            delete.append(row.id)
-            try store.setMeta("stale:\(row.id)", Array("updated".utf8))
-        }
-        try store.updateKeyslots(put: put, delete: delete)
-        for id in delete { slots[id] = nil }
-        for row in put { slots[row.id] = row }
-        logger.info("keyslots migrated to v2", metadata: ["records": "\(put.count)", "dropped": "\(delete.count)"])
-        return vaultKey
     }
 
     // MARK: Sessions sealed for the PIN
@@ -150,7 +113,7 @@ extension Vault {
     /// vault key guarded by the device slot comes in.
     public func reset(confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> ResetResult {
         let sessions = table.count
-        let factorCount = order.filter { slots[$0.rawValue] != nil }.count
+        let factorCount = order.filter { keyslots[$0.rawValue] != nil }.count
         if !confirmed {
             let question = LocalizedText(
                 en: "Start over? This deletes \(sessions) saved session\(sessions == 1 ? "" : "s") and \(factorCount) unlock method\(factorCount == 1 ? "" : "s") (PIN, fingerprint). You will log in with BankID or Vipps again. This cannot be undone.",
@@ -179,9 +142,8 @@ extension Vault {
             throw .internal()
         }
         let removed = try storeCall { () throws(StoreError) in
-            try store.reset(slots: [device], meta: [SessionSealing.publicKeyMeta: publicKey])
+            try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey])
         }
-        slots = [device.id: device]
         softBoxes = [:]
         vaultPublicKey = publicKey
         strongLoginAt = nil
