@@ -146,7 +146,7 @@ extension Vault {
             } catch {
                 throw .internal()
             }
-            try storeCall { () throws(StoreError) in try keyslots.replace(put: [row], delete: []) }
+            try storeCall(logger) { () throws(StoreError) in try keyslots.replace(put: [row], delete: []) }
             owner = true
             audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
@@ -162,11 +162,12 @@ extension Vault {
                                hasRefreshToken: login.tokens.refreshToken != nil, createdAt: Int64(now()))
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
                                    idToken: login.tokens.idToken)
-        try persist(id: id, meta: meta, secret: secret,
+        try sessions.persist(id: id, meta: meta, secret: secret,
                     tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
                     auditing: audit.entry("login", factor: login.provider, outcome: "ok",
                                           detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
-                                          requester: conversation.requester))
+                                          requester: conversation.requester),
+                    locked: policy.lockedFailure())
         if vaultKey == nil {
             if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
                 await conversation.show(Messages.loggedInOthersWaitForPIN)
@@ -197,7 +198,7 @@ extension Vault {
         let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
         var meta = entry.meta
         for (k, v) in added { meta.claims[k] = v }
-        try persistMeta(id: id, meta: meta, row: entry.row)
+        try sessions.persistMeta(id: id, meta: meta, row: entry.row)
         audit.record("context", outcome: "ok", detail: ["account": .string(meta.account)])
         return meta.claims
     }

@@ -70,7 +70,7 @@ extension Vault {
                 // The PIN opens the vault for good; a presence factor only reopens it.
                 if factor.descriptor.contribution == .presenceOnly {
                     table.setVaultKey(vk, now: now())
-                    resealWaitingSessions(vk)
+                    sessions.resealWaiting(vk)
                 } else {
                     openHard(vk)
                 }
@@ -306,7 +306,7 @@ extension Vault {
         // A PIN replaces the device slot in one transaction: from here on no
         // slot that the device key alone opens exists (the at-rest rule).
         let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
-        try storeCall { () throws(StoreError) in try keyslots.enroll(row, replacing: replaced) }
+        try storeCall(logger) { () throws(StoreError) in try keyslots.enroll(row, replacing: replaced) }
         if d.contribution == .presenceOnly {
             softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
         }
@@ -353,7 +353,7 @@ extension Vault {
             }
         }
         let newSlots = put
-        try storeCall { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
+        try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
         softBoxes[id] = nil
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         return await status(of: factor)

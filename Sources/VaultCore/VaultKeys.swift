@@ -17,8 +17,8 @@ extension Vault {
         let t = now()
         table.setVaultKey(vk, now: t)
         softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
-        if vaultPublicKey == nil { vaultPublicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
-        resealWaitingSessions(vk)
+        if sessions.publicKey == nil { sessions.publicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
+        sessions.resealWaiting(vk)
     }
 
     /// A soft box for every presence factor whose record is intact.
@@ -56,46 +56,6 @@ extension Vault {
             try store.setMeta(SessionSealing.publicKeyMeta, publicKey)
         }
         return publicKey
-    }
-
-    // MARK: Sessions sealed for the PIN
-
-    /// Seals a session's secret half: under VK when it is at hand, else under
-    /// the session's record key (kept in memory for this run), which is stored
-    /// sealed to the vault's public key in front of the box.
-    func sealSecret(_ plain: [UInt8], id: String, version: Int, existing: SessionTable.Entry?) throws -> (bytes: [UInt8], recordKey: SecureBytes?) {
-        let ad = SessionSealing.secretAD(id: id, version: version)
-        if let vk = vaultKey {
-            return (try SecretBox.seal(plain, key: vk, associatedData: ad).bytes, nil)
-        }
-        guard let publicKey = vaultPublicKey else { throw policy.lockedFailure() }
-        let recordKey = try existing?.recordKey ?? SecureBytes.random(count: KeyDerivation.keySize)
-        let wrapped = try PublicKeyBox.seal(recordKey, to: publicKey)
-        return (wrapped + (try SecretBox.seal(plain, key: recordKey, associatedData: ad).bytes), recordKey)
-    }
-
-    /// The record key of a session that waited for VK, read with VK.
-    nonisolated func recordKey(of entry: SessionTable.Entry, vaultKey vk: SecureBytes) -> SecureBytes? {
-        guard entry.row.sealedSecret.count > SessionSealing.wrappedRecordKeySize, let pair = try? Vault.keyPair(vk) else { return nil }
-        return try? PublicKeyBox.open(Array(entry.row.sealedSecret.prefix(SessionSealing.wrappedRecordKeySize)),
-                                      publicKey: pair.publicKey, secretKey: pair.secretKey)
-    }
-
-    /// After the PIN: sessions stored while it was away are re-sealed under VK.
-    /// One that fails to open is left as it is (logged), never dropped.
-    func resealWaitingSessions(_ vk: SecureBytes) {
-        for (id, entry) in table.allEntries() where !entry.meta.sealedForVaultKey {
-            guard let rk = entry.recordKey ?? recordKey(of: entry, vaultKey: vk),
-                  let secret = try? openSecret(id: id, entry: entry, key: rk, reading: SessionSecret.init(bytes:)) else {
-                logger.error("a session stored while locked failed to open with the vault key", metadata: ["record": "\(id)"])
-                continue
-            }
-            do throws(VaultFailure) {
-                try persist(id: id, meta: entry.meta, secret: secret, tokenForHash: secret.refreshToken ?? secret.accessToken ?? "")
-            } catch {
-                logger.error("re-sealing a session under the vault key failed; it stays as it is", metadata: ["record": "\(id)"])
-            }
-        }
     }
 
 }
@@ -141,11 +101,11 @@ extension Vault {
         } catch {
             throw .internal()
         }
-        let removed = try storeCall { () throws(StoreError) in
+        let removed = try storeCall(logger) { () throws(StoreError) in
             try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey])
         }
         softBoxes = [:]
-        vaultPublicKey = publicKey
+        self.sessions.publicKey = publicKey
         strongLoginAt = nil
         table.removeAll()
         table.setVaultKey(vk, now: now())
