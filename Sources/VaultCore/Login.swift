@@ -105,41 +105,35 @@ extension Vault {
             login.subject = hashed ?? ""
         }
         let (recordID, proof) = try loginSlot(for: login)
-        var owner = false
-        var recordIsNewer = false
-        if let check = keyslots.check(recordID) {
-            switch check {
-            case .intact(let binding):
-                guard binding == proof.binding else {
-                    audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
-                    throw VaultFailure(.loginFailed, message: LocalizedText(
-                        en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
-                        nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
-                }
-                owner = true
-            case .damaged:
-                // Without a PIN this record is what lets a login reopen the vault,
-                // so a damaged one is not trusted. With a PIN it opens nothing.
-                audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
-                if !policy.hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
-            case .newerVersion:
-                // A newer SessionVault's record: not understood here, never overwritten.
-                audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
-                recordIsNewer = true
-            }
+        let verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
+                                         hasSecretFactor: policy.hasSecretFactor)
+        switch verdict {
+        case .firstSeen, .owner:
+            break
+        case .otherIdentity:
+            audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
+            throw VaultFailure(.loginFailed, message: LocalizedText(
+                en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
+                nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+        case .damaged(let refused):
+            audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
+            if refused { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
+        case .newer:
+            audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
         }
-        if vaultKey == nil, owner, !policy.hasSecretFactor, keyslots[Keyslot.deviceSlotID] != nil {
+        var owner = verdict == .owner
+        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
+           keyslots[Keyslot.deviceSlotID] != nil {
             guard let vk = keyslots.openDeviceWrap() else {
                 logger.error("the device keyslot failed to open at a login")
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
             openHard(vk)
             audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
-        } else if let vk = vaultKey, owner || keyslots[recordID] == nil {
-            // A login renews the soft boxes' time limit, as the PIN does.
+        } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
             softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
-        if vaultKey != nil, keyslots[recordID] == nil || !owner, !recordIsNewer {
+        if verdict.recordsIdentity(vaultOpen: vaultKey != nil) {
             let row: KeyslotRow
             do {
                 row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))
