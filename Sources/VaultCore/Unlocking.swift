@@ -30,7 +30,7 @@ extension Vault {
         }
         if let factor {
             guard factors[factor] != nil else { throw unknownFactor(factor) }
-            guard slots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+            guard keyslots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
             guard policy.usableFactors.contains(factor) || vaultKey != nil else { throw softUnlockNeedsPIN(factor) }
         }
         try await ensureUnlocked(conversation, preferred: factor)
@@ -59,7 +59,7 @@ extension Vault {
         let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
         var last: VaultFailure?
         for (index, id) in candidates.enumerated() {
-            guard let factor = factors[id], let slot = slots[id.rawValue] else { continue }
+            guard let factor = factors[id], let slot = keyslots[id.rawValue] else { continue }
             if case .unavailable(let reason) = await factor.probe() {
                 last = VaultFailure(.factorUnavailable, message: reason)
                 continue
@@ -70,7 +70,7 @@ extension Vault {
                 // The PIN opens the vault for good; a presence factor only reopens it.
                 if factor.descriptor.contribution == .presenceOnly {
                     table.setVaultKey(vk, now: now())
-                    resealWaitingSessions(vk)
+                    sessions.resealWaiting(vk)
                 } else {
                     openHard(vk)
                 }
@@ -188,12 +188,10 @@ extension Vault {
 
     func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {
         do {
-            try store.updateKeyslots(put: [], delete: [d.id.rawValue])
-            try store.setMeta("stale:\(d.id.rawValue)", [1])
+            try keyslots.dropChanged(d.id.rawValue)
         } catch {
             logger.error("could not clear a stale enrollment record", metadata: ["error": "\(error)"])
         }
-        slots[d.id.rawValue] = nil
         softBoxes[d.id] = nil
         audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "record_removed", requester: conversation.requester)
     }
@@ -220,8 +218,7 @@ extension Vault {
             let t = Int64(now())
             let rows = [try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: t),
                         try Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: t)]
-            try store.updateKeyslots(put: rows, delete: [])
-            for row in rows { slots[row.id] = row }
+            try keyslots.replace(put: rows, delete: [])
         } catch {
             logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
         }
@@ -309,13 +306,7 @@ extension Vault {
         // A PIN replaces the device slot in one transaction: from here on no
         // slot that the device key alone opens exists (the at-rest rule).
         let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
-        try storeCall { () throws(StoreError) in
-            try store.updateKeyslots(put: [row], delete: replaced)
-            try store.resetFailures(factor: id.rawValue)
-            if try store.meta("stale:\(id.rawValue)") != nil { try store.setMeta("stale:\(id.rawValue)", []) }
-        }
-        for gone in replaced { slots[gone] = nil }
-        slots[id.rawValue] = row
+        try storeCall(logger) { () throws(StoreError) in try keyslots.enroll(row, replacing: replaced) }
         if d.contribution == .presenceOnly {
             softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
         }
@@ -324,10 +315,7 @@ extension Vault {
         return await status(of: factor)
     }
 
-    func isStale(_ id: FactorID) -> Bool {
-        guard let stale = try? store.meta("stale:\(id.rawValue)") else { return false }
-        return !stale.isEmpty
-    }
+    func isStale(_ id: FactorID) -> Bool { keyslots.isStale(id.rawValue) }
 
     /// Destroys a factor's slot. Needs presence (an unlocked vault) and a
     /// confirmation. Removing the last secret factor puts the device slot back
@@ -336,7 +324,7 @@ extension Vault {
     public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
         touch()
         guard let factor = factors[id] else { throw unknownFactor(id) }
-        guard slots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+        guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
         try await ensureUnlocked(conversation, preferred: nil)
         if !confirmed {
             let name = factor.descriptor.displayName
@@ -357,8 +345,7 @@ extension Vault {
         }
         guard let vk = vaultKey else { throw policy.lockedFailure() }
         var put: [KeyslotRow] = []
-        let otherWraps = slots.values.filter { $0.id != id.rawValue && Keyslot.isWrap($0, secretFactors: secretFactors) }
-        if otherWraps.isEmpty {
+        if !keyslots.hasWrap(besides: id.rawValue) {
             do {
                 put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now())))
             } catch {
@@ -366,13 +353,8 @@ extension Vault {
             }
         }
         let newSlots = put
-        try storeCall { () throws(StoreError) in
-            try store.updateKeyslots(put: newSlots, delete: [id.rawValue])
-            try store.resetFailures(factor: id.rawValue)
-        }
-        slots[id.rawValue] = nil
+        try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
         softBoxes[id] = nil
-        for row in put { slots[row.id] = row }
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         return await status(of: factor)
     }

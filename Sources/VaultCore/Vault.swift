@@ -82,8 +82,6 @@ public struct ImportRequest: Sendable {
 public actor Vault {
     let store: VaultStore
     let deviceKey: SecureBytes
-    /// Seals session metadata so `status` can list accounts while locked.
-    let metaKey: SecureBytes
     public nonisolated let audit: AuditLog
     let factors: [FactorID: any UnlockFactor]
     /// Registered factors in unlock-policy order.
@@ -97,9 +95,9 @@ public actor Vault {
     var rateLimiter = LoginRateLimiter()
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
-    /// Rotated refresh tokens the store refused, held until it takes them, and
-    /// whether shutdown has begun (Refresh.swift).
-    var refreshHold = RefreshHold()
+    /// The session records, sealed and opened, and the rotations the store
+    /// refused (Sessions.swift).
+    var sessions: Sessions
     /// Set by a login; the next interactive hand-over offers factor enrollment once.
     var enrollmentOfferPending = false
     /// Offers the person declined: not repeated while this vaultd runs.
@@ -108,16 +106,14 @@ public actor Vault {
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []
 
-    var slots: [String: KeyslotRow] = [:]
+    /// The keyslot rows, in the store and in memory (Keyslots.swift).
+    var keyslots: Keyslots
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
     var softBoxes: [FactorID: SoftUnlock] = [:]
-    /// The vault's public key: a session stored while the vault key is out of
-    /// reach is sealed for it (docs/key-hierarchy.md). Nil on a vault nobody can open.
-    var vaultPublicKey: [UInt8]?
     /// When a login that met its provider's re-enrollment level last finished in
     /// this run: setting a changed fingerprint up again needs one.
     var strongLoginAt: Double?
@@ -139,28 +135,29 @@ public actor Vault {
         self.factors = byID
         self.order = factors.sorted { $0.descriptor.rank < $1.descriptor.rank }.map { $0.descriptor.id }
         self.secretFactors = Set(factors.filter { $0.descriptor.contribution == .lowEntropySecret }.map { $0.descriptor.id.rawValue })
+        let metaKey: SecureBytes
         do {
-            self.metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
+            metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
         } catch {
             throw .crypto("\(error)")
         }
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
-        self.slots = opened.slots
-        self.vaultPublicKey = opened.publicKey
+        self.keyslots = opened.keyslots
         let started = Date().timeIntervalSince1970
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
+        self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
         // the vault key goes only into its soft box: the vault starts locked and a
         // scan opens it. With none, the vault is simply open.
         if let vk = opened.vaultKey {
-            softBoxes = Vault.softBoxes(for: byID, slots: opened.slots, vaultKey: vk, deviceKey: deviceKey, since: started)
+            softBoxes = Vault.softBoxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
             if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
         }
     }
 
     private struct Opened {
-        var slots: [String: KeyslotRow]
+        var keyslots: Keyslots
         var vaultKey: SecureBytes?
         var publicKey: [UInt8]?
         var entries: [String: SessionTable.Entry]
@@ -181,8 +178,7 @@ public actor Vault {
             } else {
                 try store.setMeta("device_key_check", check)
             }
-            var slots: [String: KeyslotRow] = [:]
-            for row in try store.keyslots() { slots[row.id] = row }
+            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, secretFactors: secretFactors)
             let rows = try store.sessions()
             var vaultKey: SecureBytes?
             let now = Int64(Date().timeIntervalSince1970)
@@ -191,20 +187,19 @@ public actor Vault {
                 // (the seeds' "standard session token resumption" without biometrics).
                 let vk = try SecureBytes.random(count: 32)
                 let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
-                try store.updateKeyslots(put: [device], delete: [])
-                slots[device.id] = device
+                try slots.replace(put: [device], delete: [])
                 vaultKey = vk
                 logger.info("created a new vault")
             } else {
-                vaultKey = try migrateLegacySlots(&slots, store: store, deviceKey: deviceKey, secretFactors: secretFactors, logger: logger)
-                if vaultKey == nil, let device = slots[Keyslot.deviceSlotID] {
+                vaultKey = try slots.migrateLegacy(logger: logger)
+                if vaultKey == nil, slots[Keyslot.deviceSlotID] != nil {
                     // A device slot that fails to open (edited, or another vault's) is
                     // kept: deleting it could leave sessions nobody can open.
-                    vaultKey = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+                    vaultKey = slots.openDeviceWrap()
                     if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
                 }
             }
-            if !slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) {
+            if !slots.hasWrap {
                 logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
             }
             let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store) } ?? store.meta(SessionSealing.publicKeyMeta)
@@ -220,7 +215,7 @@ public actor Vault {
                 }
                 entries[row.id] = SessionTable.Entry(meta: meta, row: row)
             }
-            return Opened(slots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
+            return Opened(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
         } catch let e as VaultStartupError {
             throw e
         } catch let e as StoreError {
@@ -269,12 +264,12 @@ public actor Vault {
     /// "standard session token resumption". Locking it would only hide
     /// sessions for no gain. Login records don't count: they are the fallback.
     var guardedByDeviceKeyOnly: Bool {
-        slots[Keyslot.deviceSlotID] != nil && !order.contains { slots[$0.rawValue] != nil }
+        keyslots[Keyslot.deviceSlotID] != nil && !order.contains { keyslots[$0.rawValue] != nil }
     }
 
     /// The unlock policy over the state as it is now.
     var policy: UnlockPolicy {
-        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: slots, secretFactors: secretFactors,
+        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: keyslots.rows, secretFactors: secretFactors,
                      liveSoftUnlocks: Set(softBoxes.keys), loginProviders: providers.loginProviders.map(\.id))
     }
 
@@ -297,8 +292,8 @@ public actor Vault {
         if case .unavailable(let reason) = await factor.probe() {
             return FactorStatus(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
         }
-        guard slots[d.id.rawValue] != nil else {
-            if let stale = try? store.meta("stale:\(d.id.rawValue)"), !stale.isEmpty {
+        guard keyslots[d.id.rawValue] != nil else {
+            if keyslots.isStale(d.id.rawValue) {
                 return FactorStatus(factor: d.id, state: .notEnrolled,
                                     label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
             }
@@ -311,7 +306,7 @@ public actor Vault {
                                     retryAfter: wait)
             }
         }
-        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], row.version != Keyslot.legacyVersion {
+        if d.contribution == .presenceOnly, let row = keyslots[d.id.rawValue], row.version != Keyslot.legacyVersion {
             switch Keyslot.check(row, deviceKey: deviceKey) {
             case .intact: break
             case .damaged: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
@@ -371,7 +366,7 @@ public actor Vault {
         // Re-resolve: the state may have changed while we waited for the person.
         let id = try table.pick(account)
         // Stored while the vault key was away, and its record key wiped by a lock since.
-        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { resealWaitingSessions(vk) }
+        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { sessions.resealWaiting(vk) }
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
         guard let key = entry.key(vaultKey: vaultKey) else { throw policy.lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
@@ -382,29 +377,6 @@ public actor Vault {
     /// Refresh this long before the access token expires, so an app never gets
     /// a token that dies in its hands.
     static let refreshWindow: Int64 = 60
-
-    /// The secret half of a session, opened with the vault key.
-    nonisolated func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
-        guard let secret = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.init(bytes:)) else {
-            logger.error("a session record failed to open", metadata: ["record": "\(id)"])
-            throw .internal()
-        }
-        return secret
-    }
-
-    /// Opens the secret half into a wiped temporary buffer and hands it to
-    /// `read`; nil from `read` passes through. The release fast path reads only
-    /// the access token this way.
-    nonisolated func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
-                                   reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
-        // The version column must be the one the metadata recorded: an older
-        // secret blob put back with its old version in the column is refused.
-        guard entry.meta.version == 0 || entry.meta.version == entry.row.recordVersion else { throw SodiumError.openFailed }
-        let sealed = entry.meta.sealedForVaultKey ? entry.row.sealedSecret
-            : Array(entry.row.sealedSecret.dropFirst(SessionSealing.wrappedRecordKeySize))
-        return try SecretBox.withOpened(SealedBox(bytes: sealed), key: key,
-                                        associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion), read)
-    }
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
         touch()
@@ -431,81 +403,15 @@ public actor Vault {
                                claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
                                hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
         let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
-        try persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
-                    auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester))
+        try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
+                             auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
+                             locked: policy.lockedFailure())
         return meta
-    }
-
-    /// A session sealed for the store: the row, its metadata as sealed in it,
-    /// and the record key when it is sealed for the PIN (kept in secure memory).
-    struct SealedSession {
-        let row: SessionRow
-        let meta: SessionMeta
-        let recordKey: SecureBytes?
-    }
-
-    /// Seals and stores a session durably. `auditing`, when given, is written
-    /// in the same transaction: one commit for the change and its record.
-    func persist(id: String, meta: SessionMeta, secret: SessionSecret, tokenForHash: String,
-                 auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
-        try save(id: id, sealed: try seal(id: id, meta: meta, secret: secret, tokenForHash: tokenForHash), auditing: entry)
-    }
-
-    /// Seals a session: under the vault key, or, while it is out of reach,
-    /// under the session's record key (sealed for the PIN: `sealSecret`). Each
-    /// write counts up the record's version, which is in the secret's
-    /// associated data and in the metadata, so an older blob put back is refused.
-    func seal(id: String, meta input: SessionMeta, secret: SessionSecret, tokenForHash: String) throws(VaultFailure) -> SealedSession {
-        var plain = secret.serialized()
-        defer { Sodium.wipe(&plain) }
-        let existing = table.entry(id)
-        var meta = input
-        do {
-            meta.version = (existing?.row.recordVersion ?? 0) + 1
-            let sealed = try sealSecret(plain, id: id, version: meta.version, existing: existing)
-            meta.sealedForVaultKey = sealed.recordKey == nil
-            let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
-            let nowS = Int64(now())
-            let row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
-                                 sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
-                                 recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
-            return SealedSession(row: row, meta: meta, recordKey: sealed.recordKey)
-        } catch let failure as VaultFailure {
-            throw failure
-        } catch {
-            logger.error("sealing a session failed", metadata: ["error": "\(error)"])
-            throw .internal()
-        }
-    }
-
-    /// Stores a sealed session durably (with its audit entry in the same commit), then indexes it.
-    func save(id: String, sealed: SealedSession, auditing entry: AuditLog.Entry?) throws(VaultFailure) {
-        if let entry {
-            try storeCall { () throws(StoreError) in try store.putSession(sealed.row, auditing: entry.make) }
-            audit.written(entry)
-        } else {
-            try storeCall { () throws(StoreError) in try store.putSession(sealed.row) }
-        }
-        table.put(id, SessionTable.Entry(meta: sealed.meta, row: sealed.row, recordKey: sealed.recordKey))
     }
 
     public struct LogoutResult: Sendable {
         public var removed: Int
         public var revokedAtProvider: Int
-    }
-
-    /// Re-seals only the metadata half (claims changed); works while locked.
-    func persistMeta(id: String, meta: SessionMeta, row: SessionRow) throws(VaultFailure) {
-        var updated = row
-        do {
-            updated.sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id)).bytes
-        } catch {
-            throw .internal()
-        }
-        updated.updatedAt = Int64(now())
-        let final = updated
-        try storeCall { () throws(StoreError) in try store.putSession(final) }
-        table.put(id, SessionTable.Entry(meta: meta, row: final, recordKey: table.entry(id)?.recordKey))
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their
@@ -529,7 +435,7 @@ public actor Vault {
         if let vk = vaultKey {
             for (id, entry) in targets {
                 guard let provider = providers.provider(for: entry.meta),
-                      let secret = try? openSecret(id: id, entry: entry, key: vk) else { continue }
+                      let secret = try? sessions.openSecret(id: id, entry: entry, key: vk) else { continue }
                 if let rt = secret.refreshToken {
                     revocations.append((provider, rt, true))
                 } else if let at = secret.accessToken {
@@ -539,11 +445,11 @@ public actor Vault {
         }
         var removed = 0
         if all {
-            removed = try storeCall { () throws(StoreError) in try store.deleteAllSessions() }
+            removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
             table.removeAll()
         } else {
             for (id, _) in targets {
-                if try storeCall({ () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
+                if try storeCall(logger, { () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
                 table.remove(id)
             }
         }
@@ -554,20 +460,5 @@ public actor Vault {
         audit.record("logout", outcome: "ok", detail: ["count": .int(Int64(removed)), "all": .bool(all),
                                                        "revoked_at_provider": .int(Int64(confirmed))], requester: requester)
         return LogoutResult(removed: removed, revokedAtProvider: confirmed)
-    }
-
-    /// Runs a store call, turning its failure into a sentence for the person.
-    func storeCall<T>(_ body: () throws(StoreError) -> T) throws(VaultFailure) -> T {
-        do {
-            return try body()
-        } catch {
-            logger.error("store operation failed", metadata: ["error": "\(error)"])
-            if case .io = error {
-                throw VaultFailure(.internal, message: LocalizedText(
-                    en: "The vault could not save to disk (it may be full or read-only). Nothing was changed. Free some space and try again.",
-                    nb: "Hvelvet fikk ikke lagret til disken (den kan være full eller skrivebeskyttet). Ingenting ble endret. Frigjør plass og prøv igjen."))
-            }
-            throw .internal()
-        }
     }
 }

@@ -27,10 +27,7 @@ final class RefreshTests: XCTestCase {
         return (bankid, vault)
     }
 
-    /// SQLite refuses writes (SQLITE_READONLY) while on, as a full or read-only disk would.
-    func refuseWrites(_ on: Bool) throws {
-        try fx.store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
-    }
+    func refuseWrites(_ on: Bool) throws { try fx.refuseWrites(on) }
 
     func storedTokenHash() throws -> String? { try fx.store.sessions().first?.tokenHash }
 
