@@ -125,7 +125,7 @@ final class RequestHandlerTests: XCTestCase {
         for _ in 0..<2 {
             let p = try await link.first { $0["event"] == "prompt" && !(self.answered.withLock { $0 }).contains($0["prompt"]?["pid"]?.stringValue ?? "") }
             let pid = p["prompt"]?["pid"]?.stringValue ?? ""
-            answered.withLock { $0.insert(pid) }
+            _ = answered.withLock { $0.insert(pid) }
             send(h, client, "answer", id: .string("a-\(pid)"), ["pid": .string(pid), "value": .string(pin)])
         }
         let enrolled = try await link.answer(to: "e")
