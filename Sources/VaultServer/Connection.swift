@@ -22,6 +22,8 @@ final class ConnectionState: Sendable {
     struct Inner {
         var language: Language = .en
         var interactive = false
+        /// `"prompter": "vault"` and the client's display (VaultPrompter.swift).
+        var prompter = HelloPrompter()
         var requester = Requester(pid: 0, uid: 0, executable: nil)
         var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
         var nextPrompt = 0
@@ -32,6 +34,7 @@ final class ConnectionState: Sendable {
     var language: Language { inner.withLock { $0.language } }
     var interactive: Bool { inner.withLock { $0.interactive } }
     var requester: Requester { inner.withLock { $0.requester } }
+    var prompter: HelloPrompter { inner.withLock { $0.prompter } }
 
     /// Requests being served in tasks (a prompt waiting counts): the
     /// connection is not idle while any is in flight. Atomics, not the lock:
@@ -427,17 +430,22 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func hello(_ request: Request, channel: any Channel) {
         let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
         let interactive = request["interactive"]?.boolValue ?? false
+        let prompter = HelloPrompter(request)
         state.inner.withLock {
             $0.language = language
             $0.interactive = interactive
+            $0.prompter = prompter
         }
         let router = self.router
         Task {
             let locked = await router.vault.isLocked
-            var out = channel.allocator.buffer(capacity: 128)
-            out.writeBytes(Response.success(id: request.id, result: [
+            var result: [String: JSON] = [
                 "version": .int(Wire.version), "server": .string(router.serverName), "locked": .bool(locked),
-            ]).encoded())
+            ]
+            // Says the client's prompts will be vaultd's own dialogs.
+            if prompter.vault && router.prompterFactory != nil { result["prompter"] = "vault" }
+            var out = channel.allocator.buffer(capacity: 128)
+            out.writeBytes(Response.success(id: request.id, result: .object(result)).encoded())
             channel.writeAndFlush(out, promise: nil)
         }
     }

@@ -67,11 +67,14 @@ struct RequestRouter: Sendable {
     let connections: ConnectionSet
     /// The origins an `open_url` prompt lets the client open (VaultServer's init).
     let openableOrigins: @Sendable () async -> [String]
+    /// vaultd's own dialogs for clients that said `"prompter": "vault"` (VaultPrompter.swift).
+    let prompterFactory: VaultPrompterFactory?
     let releaseAudit = ReleaseAuditLimiter()
 
     func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
         let language = state.language
-        let conversation = ServerConversation(
+        let conversation: any ClientConversation = state.prompter.conversation(
+            prompterFactory, language: language, requester: state.requester) ?? ServerConversation(
             state: state, channel: channel, requestID: request.id, language: language,
             isInteractive: state.interactive, requester: state.requester, promptTimeout: promptTimeout,
             openableOrigins: openableOrigins)
@@ -83,7 +86,7 @@ struct RequestRouter: Sendable {
         }
     }
 
-    func route(_ request: Request, _ conversation: ServerConversation) async throws(VaultFailure) -> JSON {
+    func route(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
         let language = conversation.language
         switch request.op {
         case "status":

@@ -75,13 +75,15 @@ public final class VaultServer: Sendable {
     /// client opens a browser only there.
     public init(vault: Vault, socketPath: String, group: MultiThreadedEventLoopGroup, logger: Logger, promptTimeout: Int = 120,
                 limits: ConnectionLimits = ConnectionLimits(),
-                openableOrigins: @escaping @Sendable () async -> [String] = { [] }) {
+                openableOrigins: @escaping @Sendable () async -> [String] = { [] },
+                prompterFactory: VaultPrompterFactory? = nil) {
         self.socketPath = socketPath
         self.group = group
         self.logger = logger
         self.router = RequestRouter(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
                                     ownUID: getuid(), promptTimeout: Int64(promptTimeout), limits: limits,
-                                    connections: ConnectionSet(), openableOrigins: openableOrigins)
+                                    connections: ConnectionSet(), openableOrigins: openableOrigins,
+                                    prompterFactory: prompterFactory)
     }
 
     /// Closes every client connection; their open questions count as cancelled.
