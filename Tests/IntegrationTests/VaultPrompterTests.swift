@@ -120,7 +120,7 @@ final class VaultPrompterTests: VaultdTestCase {
     }
 
     func testAReleaseBesideAnOpenDialogIsNotHeldUp() throws {
-        let (v, fake) = try lockedVault(config: "prompt_timeout = 20\n" + VaultdProcess.fastPINConfig)
+        let (v, fake) = try lockedVault(config: "prompt_timeout = 4\n" + VaultdProcess.fastPINConfig)
         let (u, _) = try unlock(v, pins: [Self.pin])
         XCTAssertTrue(u.isOK, u.text)
         // A dialog on screen that nobody answers (a re-enrollment).
@@ -137,5 +137,8 @@ final class VaultPrompterTests: VaultdTestCase {
             XCTAssertTrue(r.isOK, r.text)
             XCTAssertLessThan(Date().timeIntervalSince(began), 1, "a release waited for a dialog")
         }
+        // The unanswered dialog is closed at prompt_timeout and its request fails with `timeout`.
+        let closed = try waiting.readJSON(timeout: 15)
+        XCTAssertEqual(closed.errorCode, "timeout", closed.text)
     }
 }
