@@ -114,7 +114,8 @@ def main():
                 print("TREE " + json.dumps([n for n in nodes if n["name"] or n["role"] in ("password text", "push button")],
                                            ensure_ascii=False), flush=True)
                 labels = [n["name"] for n in nodes if n["role"] == "label"]
-                check(any("aktivitetslogg" in l and describe in l for l in labels),
+                # The app is named by its executable (python3.x here), then the question.
+                check(any(("wants to use your login" in l or "vil bruke innloggingen din" in l) and describe in l for l in labels),
                       "%s: the description names the app and says what to type (%r)" % (lang, labels))
                 buttons = sorted(n["name"] for n in nodes if n["role"] == "push button")
                 check(buttons == sorted(["OK", cancel]), "%s: every button has its name %r" % (lang, buttons))
