@@ -47,18 +47,24 @@ final class DesktopPromptTests: VaultdTestCase {
         return id
     }
 
-    func testAppWithVaultPrompterGetsItsSessionThroughTheRealPinentryGtk2() throws {
-        let display = try startXvfb()
+    /// A locked vault whose dialogs use pinentry-gtk2, and an app (prompter
+    /// vault, on `display`) whose `session` request `id` is now waiting for the person.
+    func askWithPinentryGtk2(display: String, lang: String, id: Int64) throws -> (VaultdProcess, RawClient) {
         let v = try startVaultd(config: "pinentry = \"\(Self.pinentry)\"\n" + VaultdProcess.fastPINConfig)
         enrollPIN(v)
         try importSession(v, account: "kari", accessToken: "at-desktop", refreshToken: nil)
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
-
         let app = try v.raw()
-        let hello = try app.call("hello", ["version": 1, "client": "aktivitetslogg", "lang": "nb", "prompter": "vault",
+        let hello = try app.call("hello", ["version": 1, "client": "aktivitetslogg", "lang": .string(lang), "prompter": "vault",
                                            "display": .string(display)])
         XCTAssertEqual(hello.result?["prompter"], "vault", hello.text)
-        XCTAssertTrue(app.send(Request(id: 7, op: "session", fields: ["account": "kari"])))
+        XCTAssertTrue(app.send(Request(id: .int(id), op: "session", fields: ["account": "kari"])))
+        return (v, app)
+    }
+
+    func testAppWithVaultPrompterGetsItsSessionThroughTheRealPinentryGtk2() throws {
+        let display = try startXvfb()
+        let (v, app) = try askWithPinentryGtk2(display: display, lang: "nb", id: 7)
 
         guard let win = try window(display, titled: "SessionVault") else {
             XCTFail("no pinentry window appeared on \(display). vaultd log:\n\(v.log)")
@@ -81,14 +87,7 @@ final class DesktopPromptTests: VaultdTestCase {
 
     func testCancelInTheRealDialogIsCancelled() throws {
         let display = try startXvfb()
-        let v = try startVaultd(config: "pinentry = \"\(Self.pinentry)\"\n" + VaultdProcess.fastPINConfig)
-        enrollPIN(v)
-        try importSession(v, account: "kari", accessToken: "at-desktop", refreshToken: nil)
-        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
-        let app = try v.raw()
-        _ = try app.call("hello", ["version": 1, "client": "aktivitetslogg", "lang": "en", "prompter": "vault",
-                                   "display": .string(display)])
-        XCTAssertTrue(app.send(Request(id: 8, op: "session", fields: ["account": "kari"])))
+        let (_, app) = try askWithPinentryGtk2(display: display, lang: "en", id: 8)
         guard try window(display, titled: "SessionVault") != nil else {
             XCTFail("no pinentry window appeared on \(display)")
             return
