@@ -96,6 +96,12 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
+        // vaultd's own dialogs through pinentry (Assuan), for clients that say `"prompter": "vault"`.
+        .target(name: "Prompter", dependencies: [
+            "CVaultShims", "Locking", "SodiumKit", "VaultCore", "VaultFactor", "VaultProtocol",
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+
         // A small blocking client for Swift programs (vaultctl, the benchmark).
         .target(name: "VaultClient", dependencies: ["VaultProtocol", "CVaultShims"], swiftSettings: strict),
 
@@ -146,7 +152,7 @@ let package = Package(
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
-            "DemoProviders", "MemberSync", "CVaultShims", "Locking",
+            "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -198,6 +204,7 @@ let package = Package(
             "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], exclude: ["Fixtures"]),
+        .testTarget(name: "PrompterTests", dependencies: ["Prompter", "VaultCore", "VaultFactor", "SodiumKit"]),
         .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "Locking"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [

@@ -29,22 +29,32 @@ public struct PINFactor: UnlockFactor {
     /// A PIN needs no hardware: always available.
     public func probe() async -> FactorPresence { .available }
 
+    static let again = LocalizedText(en: "Type the same PIN again:", nb: "Skriv den samme PIN-koden en gang til:")
+    static let mismatch = LocalizedText(en: "The two PINs were not the same. Let's start again.",
+                                        nb: "De to PIN-kodene var ikke like. Vi begynner på nytt.")
+
     public func enroll(_ conversation: any FactorConversation) async throws(FactorError) -> FactorProof {
         // A person who mistypes gets a few chances inside one enrollment before it ends.
         for _ in 0..<3 {
-            let first = try await conversation.askSecret(LocalizedText(
-                en: "Choose a PIN of at least \(minimumLength) digits:",
-                nb: "Velg en PIN-kode på minst \(minimumLength) sifre:"))
+            let choose = LocalizedText(en: "Choose a PIN of at least \(minimumLength) digits:",
+                                       nb: "Velg en PIN-kode på minst \(minimumLength) sifre:")
+            // A dialog that asks twice itself (pinentry's SETREPEAT) checks the match there.
+            if let repeating = conversation as? any RepeatingSecretConversation {
+                guard let pin = try await repeating.askNewSecret(choose, again: Self.again, mismatch: Self.mismatch) else { continue }
+                if let problem = weakness(of: pin) {
+                    await conversation.show(problem)
+                    continue
+                }
+                return FactorProof(contribution: pin)
+            }
+            let first = try await conversation.askSecret(choose)
             if let problem = weakness(of: first) {
                 await conversation.show(problem)
                 continue
             }
-            let second = try await conversation.askSecret(LocalizedText(
-                en: "Type the same PIN again:", nb: "Skriv den samme PIN-koden en gang til:"))
+            let second = try await conversation.askSecret(Self.again)
             guard first.constantTimeEquals(second) else {
-                await conversation.show(LocalizedText(
-                    en: "The two PINs were not the same. Let's start again.",
-                    nb: "De to PIN-kodene var ikke like. Vi begynner på nytt."))
+                await conversation.show(Self.mismatch)
                 continue
             }
             return FactorProof(contribution: first)

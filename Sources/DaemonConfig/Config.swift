@@ -14,6 +14,10 @@ public struct FileConfig: Codable, Sendable {
     /// Hours the fingerprint reopens the vault after the last PIN or login (0 = no limit).
     public var fingerprint_max_hours: Int?
     public var prompt_timeout: Int?
+    /// The pinentry program for vaultd's own dialogs (clients that say
+    /// `"prompter": "vault"`); a path or a name in PATH. Default: the
+    /// `SESSIONVAULT_PINENTRY` environment variable, then `pinentry`.
+    public var pinentry: String?
     /// Seconds a client connection may sit idle before vaultd closes it (0 = never).
     public var connection_idle_timeout: Int?
     /// Client connections open at once.

@@ -81,11 +81,32 @@ public final class VaultConnection {
 
     deinit { close(fd) }
 
-    /// Says hello; returns the server's result (`version`, `server`, `locked`).
+    /// Says hello; returns the server's result (`version`, `server`, `locked`,
+    /// and `prompter` when vaultd will show this client's prompts itself).
+    /// `vaultPrompts`: vaultd asks the person itself (its own pinentry dialog,
+    /// on this process's display) and this client never sees a prompt or a PIN.
     @discardableResult
-    public func hello(client: String, language: Language, interactive: Bool) throws(ClientError) -> JSON {
-        try call("hello", ["version": .int(Wire.version), "client": .string(client), "lang": .string(language.rawValue),
-                           "interactive": .bool(interactive)])
+    public func hello(client: String, language: Language, interactive: Bool, vaultPrompts: Bool = false) throws(ClientError) -> JSON {
+        var fields: [String: JSON] = ["version": .int(Wire.version), "client": .string(client),
+                                      "lang": .string(language.rawValue), "interactive": .bool(interactive)]
+        if vaultPrompts {
+            fields["prompter"] = "vault"
+            for (key, value) in Self.displayFields() { fields[key] = .string(value) }
+        }
+        return try call("hello", fields)
+    }
+
+    /// Where this process is shown, for vaultd's dialogs: `DISPLAY`,
+    /// `WAYLAND_DISPLAY`, and the terminal on stdin (and its `TERM`) if there is one.
+    public static func displayFields() -> [String: String] {
+        var out: [String: String] = [:]
+        if let d = getenv("DISPLAY").map({ String(cString: $0) }), !d.isEmpty { out["display"] = d }
+        if let w = getenv("WAYLAND_DISPLAY").map({ String(cString: $0) }), !w.isEmpty { out["wayland_display"] = w }
+        if isatty(STDIN_FILENO) == 1, let t = ttyname(STDIN_FILENO) {
+            out["tty"] = String(cString: t)
+            if let term = getenv("TERM").map({ String(cString: $0) }), !term.isEmpty { out["term"] = term }
+        }
+        return out
     }
 
     /// Sends one request and waits for its final answer, relaying prompts.

@@ -40,6 +40,9 @@ public protocol ClientConversation: FactorConversation {
     var requester: Requester { get }
     /// Offers a choice (a `choice` prompt); returns the chosen option's value.
     func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String
+    /// A yes/no question whose buttons say what they do (“Turn on” / “Not now”);
+    /// conversations without buttons ask a plain `confirm`.
+    func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool
     /// A client identity for rate limiting (its executable, else its pid).
     var rateLimitKey: String { get }
 }
@@ -59,6 +62,9 @@ extension ClientConversation {
         throw .notInteractive
     }
     public var rateLimitKey: String { requester.executable ?? "pid:\(requester.pid)" }
+    public func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool {
+        try await confirm(prompt)
+    }
 }
 
 /// A conversation with nobody: every question fails as not interactive.

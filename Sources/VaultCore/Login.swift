@@ -249,7 +249,7 @@ extension Vault {
             let explanation = factor.descriptor.offerText ?? LocalizedText(
                 en: "Turn on \(name.en)? Next time you can open your apps with it instead of logging in.",
                 nb: "Slå på \(name.nb)? Neste gang kan du åpne appene dine med den i stedet for å logge inn.")
-            let yes = (try? await conversation.confirm(explanation)) ?? false
+            let yes = (try? await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)) ?? false
             guard yes else {
                 declinedOffers.insert(id)
                 continue

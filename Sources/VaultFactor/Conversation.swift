@@ -23,3 +23,10 @@ extension FactorConversation {
         await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
     }
 }
+
+/// A conversation that has a new secret typed twice in one dialog (pinentry's
+/// `SETREPEAT`), which says a mismatch itself.
+public protocol RepeatingSecretConversation: FactorConversation {
+    /// The new secret, or nil when the two entries differed (already said to the person).
+    func askNewSecret(_ prompt: LocalizedText, again: LocalizedText, mismatch: LocalizedText) async throws(FactorError) -> SecureBytes?
+}

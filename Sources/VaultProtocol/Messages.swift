@@ -424,3 +424,30 @@ public enum FingerprintMessages {
         en: "fprintd does not notice a finger deleted and enrolled again under the same name; your PIN or a login is asked for again after the fingerprint time limit",
         nb: "fprintd merker ikke at en finger slettes og legges til på nytt med samme navn; PIN-koden eller en innlogging blir spurt om igjen etter tidsgrensen for fingeravtrykk")
 }
+
+// MARK: - vaultd's own dialogs (pinentry), for clients that said "prompter": "vault"
+
+extension Messages {
+    public static let dialogTitle = LocalizedText(en: "SessionVault", nb: "SessionVault")
+    /// The first line of every dialog: who is asking. `app` is a Flatpak app id or an executable's name.
+    public static func appAsks(_ app: String) -> LocalizedText {
+        LocalizedText(en: "‘\(app)’ wants to use your login.", nb: "«\(app)» vil bruke innloggingen din.")
+    }
+    public static let unknownAppAsks = LocalizedText(
+        en: "An app wants to use your login.", nb: "Et program vil bruke innloggingen din.")
+    public static let dialogPINLabel = LocalizedText(en: "PIN:", nb: "PIN-kode:")
+    public static let dialogOK = LocalizedText(en: "OK", nb: "OK")
+    public static let dialogCancel = LocalizedText(en: "Cancel", nb: "Avbryt")
+    public static let dialogClose = LocalizedText(en: "Close", nb: "Lukk")
+    public static let dialogYes = LocalizedText(en: "Yes", nb: "Ja")
+    public static let dialogNo = LocalizedText(en: "No", nb: "Nei")
+    public static let dialogTurnOn = LocalizedText(en: "Turn on", nb: "Slå på")
+    public static let dialogNotNow = LocalizedText(en: "Not now", nb: "Ikke nå")
+    public static let dialogOtherChoices = LocalizedText(en: "Other choices …", nb: "Andre valg …")
+    public static let pinentryMissing = LocalizedText(
+        en: "The vault cannot show its PIN dialog: no pinentry program was found. Install the package pinentry-gtk2 (or set “pinentry” in config.toml), then try again.",
+        nb: "Hvelvet kan ikke vise PIN-dialogen sin: fant ikke noe pinentry-program. Installer pakken pinentry-gtk2 (eller sett «pinentry» i config.toml), og prøv igjen.")
+    public static let pinentryFailed = LocalizedText(
+        en: "The vault's PIN dialog (pinentry) stopped or did not answer. Try again; if it happens again, install pinentry-gtk2 or set another “pinentry” in config.toml.",
+        nb: "PIN-dialogen til hvelvet (pinentry) stoppet eller svarte ikke. Prøv igjen; skjer det igjen, installer pinentry-gtk2 eller sett et annet «pinentry» i config.toml.")
+}

@@ -7,7 +7,7 @@ import VaultProtocol
 /// result into a result object. Field checking lives here; policy lives in
 /// the broker.
 extension RequestHandler {
-    func route(_ request: Request, _ conversation: ServerConversation) async throws(VaultFailure) -> JSON {
+    func route(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
         let language = conversation.language
         switch request.op {
         case "status":

@@ -27,6 +27,8 @@ final class Client: Sendable {
     private struct Inner {
         var language: Language = .en
         var interactive = false
+        /// `"prompter": "vault"` and the client's display (VaultPrompter.swift).
+        var prompter = HelloPrompter()
         var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
         var nextPrompt = 0
         var closed = false
@@ -44,11 +46,13 @@ final class Client: Sendable {
 
     var language: Language { inner.withLock { $0.language } }
     var interactive: Bool { inner.withLock { $0.interactive } }
+    var prompter: HelloPrompter { inner.withLock { $0.prompter } }
 
-    func settle(language: Language, interactive: Bool) {
+    func settle(language: Language, interactive: Bool, prompter: HelloPrompter) {
         inner.withLock {
             $0.language = language
             $0.interactive = interactive
+            $0.prompter = prompter
         }
     }
 
@@ -135,6 +139,8 @@ struct RequestHandler: Sendable {
     let maxInFlight: Int
     /// The origins an `open_url` prompt lets the client open (VaultServer's init).
     let openableOrigins: @Sendable () async -> [String]
+    /// vaultd's own dialogs for clients that said `"prompter": "vault"` (VaultPrompter.swift).
+    var prompterFactory: VaultPrompterFactory? = nil
     let releaseAudit = ReleaseAuditLimiter()
 
     /// One whole line from `client`, without its newline. Everything it needs
@@ -187,8 +193,11 @@ struct RequestHandler: Sendable {
     }
 
     func respond(to request: Request, client: Client) async -> Response {
-        let conversation = ServerConversation(client: client, requestID: request.id, promptTimeout: promptTimeout,
-                                              openableOrigins: openableOrigins)
+        // vaultd's own dialogs for a client that asked for them; else prompts relayed as events.
+        let conversation: any ClientConversation = client.prompter.conversation(
+            prompterFactory, language: client.language, requester: client.requester)
+            ?? ServerConversation(client: client, requestID: request.id, promptTimeout: promptTimeout,
+                                  openableOrigins: openableOrigins)
         do {
             return .success(id: request.id, result: try await route(request, conversation))
         } catch {
@@ -201,14 +210,19 @@ struct RequestHandler: Sendable {
     /// asking for a newer version gets version 1 answers and sees our version.
     func hello(_ request: Request, client: Client) {
         let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
-        client.settle(language: language, interactive: request["interactive"]?.boolValue ?? false)
+        let prompter = HelloPrompter(request)
+        client.settle(language: language, interactive: request["interactive"]?.boolValue ?? false, prompter: prompter)
         let vault = self.vault
         let serverName = self.serverName
+        // Says the client's prompts will be vaultd's own dialogs.
+        let vaultPrompts = prompter.vault && prompterFactory != nil
         Task {
             let locked = await vault.isLocked
-            client.link.send(Response.success(id: request.id, result: [
+            var result: [String: JSON] = [
                 "version": .int(Wire.version), "server": .string(serverName), "locked": .bool(locked),
-            ]).encoded())
+            ]
+            if vaultPrompts { result["prompter"] = "vault" }
+            client.link.send(Response.success(id: request.id, result: .object(result)).encoded())
         }
     }
 

@@ -82,14 +82,15 @@ public final class VaultServer: Sendable {
     /// client opens a browser only there.
     public init(vault: Vault, socketPath: String, group: MultiThreadedEventLoopGroup, logger: Logger, promptTimeout: Int = 120,
                 limits: ConnectionLimits = ConnectionLimits(),
-                openableOrigins: @escaping @Sendable () async -> [String] = { [] }) {
+                openableOrigins: @escaping @Sendable () async -> [String] = { [] },
+                prompterFactory: VaultPrompterFactory? = nil) {
         self.socketPath = socketPath
         self.group = group
         self.logger = logger
         self.limits = limits
         self.handler = RequestHandler(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
                                       promptTimeout: Int64(promptTimeout), maxInFlight: limits.maxInFlight,
-                                      openableOrigins: openableOrigins)
+                                      openableOrigins: openableOrigins, prompterFactory: prompterFactory)
     }
 
     /// Closes every client connection; their open questions count as cancelled.

@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import MemberSync
 import OIDCFactor
+import Prompter
 import DemoProviders
 import ExternalFactor
 import FingerprintFactor
@@ -206,7 +207,9 @@ struct VaultDaemon: AsyncParsableCommand {
                                  limits: ConnectionLimits(
                                      idleTimeout: file.connection_idle_timeout ?? ConnectionLimits.defaultIdleTimeout,
                                      maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections),
-                                 openableOrigins: { await directory.authorizationOrigins() })
+                                 openableOrigins: { await directory.authorizationOrigins() },
+                                 prompterFactory: Self.pinentryPrompts(configured: file.pinentry,
+                                                                       timeout: vaultConfig.promptTimeout, logger: logger))
         // The socket is bound inside the service group, so SIGTERM/SIGINT are
         // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [

@@ -619,6 +619,63 @@ class TestSessions(VaultdTestCase):
         self.assertEqual(r.stdout.strip(), cm.exception.message)
 
 
+FAKE_PINENTRY = os.path.join(ROOT, "Tests", "pinentry", "fake-pinentry")
+
+
+class TestVaultPrompter(VaultdTestCase):
+    """``prompter="vault"``: vaultd asks through its own (scripted) pinentry; the app only waits."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fake_dir = tempfile.mkdtemp(prefix="sv-pytest-pinentry-")
+        cls.addClassCleanup(shutil.rmtree, cls.fake_dir, ignore_errors=True)
+        cls.fake_log = os.path.join(cls.fake_dir, "log")
+        cls.fake_script = os.path.join(cls.fake_dir, "script")
+        cls.CONFIG = 'pinentry = "%s"\n%s' % (FAKE_PINENTRY, FAST_PIN_CONFIG)
+        os.environ["FAKE_PINENTRY_LOG"] = cls.fake_log
+        os.environ["FAKE_PINENTRY_SCRIPT"] = cls.fake_script
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["FAKE_PINENTRY_LOG"]
+            del os.environ["FAKE_PINENTRY_SCRIPT"]
+        with cls.vaultd.client(on_prompt=Prompter(PIN, PIN)) as c:
+            c.hello("pytest-setup", interactive=True)
+            c.call("enroll", factor="pin")
+            c.call("import", issuer=ISSUER, client_id="pytest-client", account="kari", name="Kari Nordmann",
+                   refresh_token="RT-kari-secret", access_token="AT-kari", expires_at=FAR_FUTURE)
+
+    def script(self, *actions):
+        with open(self.fake_script, "w") as f:
+            f.write("".join(a + "\n" for a in actions))
+
+    def test_locked_vault_asks_in_its_own_dialog(self):
+        self.client().lock()
+        self.script("pin " + PIN)
+        seen = []
+        c = self.vaultd.client(on_prompt=seen.append)
+        self.addCleanup(c.close)
+        hello = c.hello("aktivitetslogg", lang="nb", prompter="vault")
+        self.assertEqual(hello.get("prompter"), "vault")
+        s = c.session("kari")
+        self.assertEqual(s["access_token"], "AT-kari")
+        self.assertEqual(seen, [], "a prompter-vault client never gets a prompt event")
+        with open(self.fake_log) as f:
+            log = f.read()
+        self.assertIn("GETPIN", log)
+        self.assertIn("vil bruke innloggingen din.", log)
+
+    def test_cancel_in_the_dialog(self):
+        self.client().lock()
+        self.script("cancel")
+        c = self.vaultd.client()
+        self.addCleanup(c.close)
+        c.hello("aktivitetslogg", prompter="vault")
+        with self.assertRaises(VaultError) as e:
+            c.session("kari")
+        self.assertEqual(e.exception.code, "cancelled")
+
+
 class TestPinFlow(VaultdTestCase):
     """PIN enrollment, lock, and unlock through prompts."""
 

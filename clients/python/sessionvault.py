@@ -24,7 +24,7 @@ import os
 import socket
 import struct
 
-__all__ = ["VaultClient", "VaultError", "VaultConnectionError", "default_socket_path", "PROTOCOL_VERSION"]
+__all__ = ["VaultClient", "VaultError", "VaultConnectionError", "default_socket_path", "display_fields", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 
@@ -49,6 +49,22 @@ class VaultConnectionError(VaultError):
 
     def __init__(self, message, code="unavailable"):
         super().__init__(code, message)
+
+
+def display_fields():
+    """Where this process is shown, for vaultd's own dialogs."""
+    out = {}
+    for key, env in (("display", "DISPLAY"), ("wayland_display", "WAYLAND_DISPLAY")):
+        if os.environ.get(env):
+            out[key] = os.environ[env]
+    try:
+        if os.isatty(0):
+            out["tty"] = os.ttyname(0)
+            if os.environ.get("TERM"):
+                out["term"] = os.environ["TERM"]
+    except OSError:
+        pass
+    return out
 
 
 def default_socket_path():
@@ -140,9 +156,20 @@ class VaultClient:
 
     # -- requests ---------------------------------------------------------
 
-    def hello(self, client, lang="en", interactive=False):
-        """Introduce the client; settles language and interactivity for this connection."""
-        result = self.call("hello", version=PROTOCOL_VERSION, client=client, lang=lang, interactive=bool(interactive))
+    def hello(self, client, lang="en", interactive=False, prompter=None):
+        """Introduce the client; settles language and interactivity for this connection.
+
+        ``prompter="vault"``: vaultd asks the person itself, in its own dialog
+        (pinentry) on this process's display, and this client never receives a
+        prompt event or sees a PIN; it just waits for the answer. The result then
+        has ``"prompter": "vault"`` (an older vaultd leaves it out).
+        """
+        fields = dict(version=PROTOCOL_VERSION, client=client, lang=lang, interactive=bool(interactive))
+        if prompter is not None:
+            fields["prompter"] = prompter
+            if prompter == "vault":
+                fields.update(display_fields())
+        result = self.call("hello", **fields)
         self.server = result
         return result
 

@@ -47,6 +47,8 @@ final class RawClient {
     private(set) var sawEOF = false
     /// Every frame read that was not the answer a `call` waited for (acks, prompts).
     private(set) var sideFrames: [JSON] = []
+    /// Every byte the server sent on this connection, to check what never passed it.
+    private(set) var received: [UInt8] = []
 
     init(path: String) throws {
         self.path = path
@@ -106,6 +108,7 @@ final class RawClient {
                 continue
             }
             buffer.append(contentsOf: chunk[0..<n])
+            received.append(contentsOf: chunk[0..<n])
         }
     }
 

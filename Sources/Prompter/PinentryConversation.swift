@@ -1,0 +1,216 @@
+import Foundation
+import Locking
+import SodiumKit
+import VaultCore
+import VaultFactor
+import VaultProtocol
+
+/// The conversation for a client that said `"prompter": "vault"`: vaultd
+/// asks the person itself, through pinentry, and the client only waits for
+/// the answer to its request. What is typed goes from pinentry into secure
+/// memory and never passes the client's socket.
+public struct PinentryConversation: ClientConversation, RepeatingSecretConversation {
+    public let language: Language
+    public let requester: Requester
+    let prompter: Prompter
+    let display: PromptDisplay
+    let state = ConversationState()
+
+    /// Says so even without a pinentry: a client that asked vaultd to prompt
+    /// gets `factor_unavailable` with a sentence on how to install one, not
+    /// a bare `locked`.
+    public var isInteractive: Bool { true }
+
+    public init(prompter: Prompter, language: Language, requester: Requester, display: PromptDisplay) {
+        self.prompter = prompter
+        self.language = language
+        self.requester = requester
+        self.display = display
+    }
+
+    /// A message shown on its own waits this long for a question it can go
+    /// with: “That did not match” belongs in the next PIN dialog's error line,
+    /// not in a dialog of its own before it.
+    static let messageGrace: Duration = .milliseconds(300)
+
+    public func show(_ message: LocalizedText) async {
+        let generation = state.setPending(message.text(language))
+        let prompter = self.prompter
+        let dialog = self.dialog(.message, text: "", ok: Messages.dialogClose)
+        let display = self.display
+        let state = self.state
+        Task {
+            try? await Task.sleep(for: Self.messageGrace)
+            guard let text = state.takePending(ifGeneration: generation) else { return }
+            var d = dialog
+            d.description += text
+            _ = try? await prompter.show(d, on: display, preemptible: true)
+        }
+    }
+
+    public func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
+        var d = dialog(.pin, text: prompt.text(language), ok: Messages.dialogOK)
+        d.prompt = Messages.dialogPINLabel.text(language)
+        d.error = state.takePending()
+        switch try await run(d) {
+        case .pin(let bytes, _): return bytes
+        case .ok, .notOK: throw .cancelled
+        }
+    }
+
+    /// A new PIN typed twice in one dialog (`SETREPEAT`); pinentry says a
+    /// mismatch itself. A flavour without SETREPEAT answers once, and the
+    /// second entry is then asked in a dialog of its own.
+    public func askNewSecret(_ prompt: LocalizedText, again: LocalizedText, mismatch: LocalizedText) async throws(FactorError) -> SecureBytes? {
+        var d = dialog(.newPIN(again: again.text(language), mismatch: mismatch.text(language)), text: prompt.text(language), ok: Messages.dialogOK)
+        d.prompt = Messages.dialogPINLabel.text(language)
+        d.error = state.takePending()
+        guard case .pin(let first, let repeated) = try await run(d) else { throw .cancelled }
+        if repeated { return first }
+        let second = try await askSecret(again)
+        guard first.constantTimeEquals(second) else {
+            await show(mismatch)
+            return nil
+        }
+        return first
+    }
+
+    public func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        try await confirm(prompt, yes: Messages.dialogYes, no: Messages.dialogNo)
+    }
+
+    /// A yes/no question with named buttons (“Turn on” / “Not now”).
+    public func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool {
+        var d = dialog(.confirm, text: prompt.text(language), ok: yes)
+        d.notOK = no.text(language)
+        switch try await run(d) {
+        case .ok: return true
+        case .notOK: return false
+        case .pin: throw .cancelled
+        }
+    }
+
+    /// One button per option. pinentry has three (OK, not-OK, Cancel), so
+    /// with more than two options the second button says “Other choices”
+    /// and the next dialog offers the rest, one page after another.
+    public func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
+        // “Cancel” is pinentry's own button.
+        let choices = options.filter { $0.value != "cancel" }
+        guard !choices.isEmpty else { throw .cancelled }
+        var index = 0
+        while true {
+            let remaining = choices.count - index
+            var d = dialog(.confirm, text: prompt.text(language), ok: choices[index].label)
+            if remaining == 2 {
+                d.notOK = choices[index + 1].label.text(language)
+            } else if remaining > 2 {
+                d.notOK = Messages.dialogOtherChoices.text(language)
+            }
+            switch try await run(d) {
+            case .ok: return choices[index].value
+            case .notOK where remaining == 2: return choices[index + 1].value
+            case .notOK where remaining > 2: index += 1
+            default: throw .cancelled
+            }
+        }
+    }
+
+    /// vaultd opens the login page itself (`xdg-open`, on the client's
+    /// display) and says so.
+    public func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
+        var env = display.environment(over: prompter.baseEnvironment)
+        env["SESSIONVAULT_PINENTRY"] = nil
+        if Prompter.resolve("xdg-open", path: env["PATH"]).map({ spawnDetached($0, [url], environment: env) }) == true {
+            await show(text)
+        } else {
+            await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
+        }
+    }
+
+    /// A dialog of `kind` naming the app that asks, then `text`.
+    func dialog(_ kind: Dialog.Kind, text: String, ok: LocalizedText) -> Dialog {
+        let asking = state.appName(requester).map { Messages.appAsks($0) } ?? Messages.unknownAppAsks
+        var description = asking.text(language) + "\n\n" + text
+        // A message shown just before a question that is not a PIN goes on top of it.
+        if kind == .confirm, let pending = state.takePending() {
+            description = asking.text(language) + "\n\n" + pending + "\n\n" + text
+        }
+        return Dialog(kind: kind, title: Messages.dialogTitle.text(language), description: description,
+                      ok: ok.text(language), cancel: Messages.dialogCancel.text(language), timeout: prompter.timeout)
+    }
+
+    func run(_ d: Dialog) async throws(FactorError) -> DialogAnswer {
+        do {
+            return try await prompter.show(d, on: display)
+        } catch {
+            switch error {
+            case .cancelled: throw .cancelled
+            case .timeout: throw .timeout
+            case .missing: throw .unavailable(Messages.pinentryMissing)
+            case .broken: throw .unavailable(Messages.pinentryFailed)
+            }
+        }
+    }
+}
+
+/// What one conversation remembers between its dialogs.
+final class ConversationState: Sendable {
+    private struct Inner {
+        var pending: String?
+        var generation = 0
+        var appName: String??
+    }
+    private let inner = Locked(Inner())
+
+    func setPending(_ text: String) -> Int {
+        inner.withLock { s in
+            // Two messages in a row are both said.
+            s.pending = s.pending.map { $0 + "\n" + text } ?? text
+            s.generation += 1
+            return s.generation
+        }
+    }
+
+    func takePending(ifGeneration generation: Int? = nil) -> String? {
+        inner.withLock { s in
+            if let generation, generation != s.generation { return nil }
+            defer { s.pending = nil }
+            return s.pending
+        }
+    }
+
+    /// Read once per conversation, at its first dialog (most requests never show one).
+    func appName(_ requester: Requester) -> String? {
+        if let known = inner.withLock({ $0.appName }) { return known }
+        let name = AppName.of(requester)
+        inner.withLock { $0.appName = .some(name) }
+        return name
+    }
+}
+
+/// Starts a program without waiting for it (xdg-open hands the page to the
+/// browser and leaves); a thread reaps it so no zombie stays behind.
+func spawnDetached(_ program: String, _ arguments: [String], environment: [String: String]) -> Bool {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+        posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+    }
+    var argv: [UnsafeMutablePointer<CChar>?] = ([program] + arguments).map { strdup($0) }
+    argv.append(nil)
+    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") }
+    envp.append(nil)
+    defer {
+        for p in argv { free(p) }
+        for p in envp { free(p) }
+    }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, program, &actions, nil, argv, envp) == 0 else { return false }
+    let child = pid
+    Thread {
+        var status: Int32 = 0
+        _ = waitpid(child, &status, 0)
+    }.start()
+    return true
+}

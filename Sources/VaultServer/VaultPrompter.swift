@@ -1,0 +1,67 @@
+import VaultCore
+import VaultProtocol
+
+// The server's whole part in `"prompter": "vault"` (docs/protocol.md): hello
+// records the choice and where the client is shown; requests on such a
+// connection get the conversation vaultd's composition root injects (its own
+// pinentry dialogs) instead of the prompt-event relay. Kept in one place so
+// it moves as one piece.
+
+/// What a client's hello said about its prompts: `"prompter": "vault"` and
+/// the display its dialogs belong on (like gpg's UPDATESTARTUPTTY).
+public struct PromptContext: Sendable, Equatable {
+    public var language: Language
+    public var requester: Requester
+    public var display: String?
+    public var waylandDisplay: String?
+    public var tty: String?
+    /// The terminal type of `tty` (`TERM`), for pinentry-curses.
+    public var term: String?
+
+    public init(language: Language, requester: Requester, display: String? = nil, waylandDisplay: String? = nil,
+                tty: String? = nil, term: String? = nil) {
+        self.language = language
+        self.requester = requester
+        self.display = display
+        self.waylandDisplay = waylandDisplay
+        self.tty = tty
+        self.term = term
+    }
+}
+
+/// Makes the conversation for one request of a client that said `"prompter": "vault"`.
+public typealias VaultPrompterFactory = @Sendable (PromptContext) -> any ClientConversation
+
+/// The prompter fields of one hello.
+struct HelloPrompter: Sendable, Equatable {
+    var vault = false
+    var display: String?
+    var waylandDisplay: String?
+    var tty: String?
+    var term: String?
+
+    init() {}
+
+    init(_ request: Request) {
+        vault = request["prompter"]?.stringValue == "vault"
+        display = Self.field(request, "display")
+        waylandDisplay = Self.field(request, "wayland_display")
+        // Only a terminal device: the value becomes pinentry's --ttyname.
+        tty = Self.field(request, "tty").flatMap { $0.hasPrefix("/dev/") && !$0.contains("..") ? $0 : nil }
+        term = Self.field(request, "term")
+    }
+
+    /// A short printable value, or nil (it goes into pinentry's environment and arguments).
+    static func field(_ request: Request, _ key: String) -> String? {
+        guard let s = request[key]?.stringValue, !s.isEmpty, s.utf8.count <= 256,
+              s.unicodeScalars.allSatisfy({ $0.value >= 0x21 && $0.value < 0x7F }) else { return nil }
+        return s
+    }
+
+    /// The injected conversation, when this client asked for vaultd's dialogs and vaultd has them.
+    func conversation(_ factory: VaultPrompterFactory?, language: Language, requester: Requester) -> (any ClientConversation)? {
+        guard vault, let factory else { return nil }
+        return factory(PromptContext(language: language, requester: requester, display: display,
+                                     waylandDisplay: waylandDisplay, tty: tty, term: term))
+    }
+}

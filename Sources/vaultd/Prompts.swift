@@ -1,0 +1,24 @@
+import Logging
+import Prompter
+import VaultServer
+
+extension VaultDaemon {
+    /// vaultd's own dialogs through pinentry, for clients that say
+    /// `"prompter": "vault"`: one prompter (and so one dialog on screen at a
+    /// time) for every connection. A missing pinentry is logged here and
+    /// said to the person at the first dialog.
+    static func pinentryPrompts(configured: String?, timeout: Int, logger: Logger) -> VaultPrompterFactory {
+        let prompter = Prompter(configured: configured, timeout: timeout, logger: logger)
+        if let program = prompter.program {
+            logger.info("vault dialogs use pinentry", metadata: ["program": "\(program)"])
+        } else {
+            logger.warning("no pinentry found; clients that ask vaultd to prompt will get factor_unavailable",
+                           metadata: ["configured": "\(configured ?? "-")"])
+        }
+        return { context in
+            PinentryConversation(prompter: prompter, language: context.language, requester: context.requester,
+                                 display: PromptDisplay(display: context.display, waylandDisplay: context.waylandDisplay,
+                                                        tty: context.tty, term: context.term))
+        }
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import SodiumKit
+import VaultCore
+import VaultFactor
+import XCTest
+@testable import Prompter
+
+/// The prompter against a scripted pinentry (Tests/pinentry/fake-pinentry),
+/// which records every Assuan command it receives.
+final class PrompterTests: XCTestCase {
+    static let fake = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("pinentry/fake-pinentry").path
+
+    var dir = ""
+    var logPath: String { dir + "/log" }
+    var scriptPath: String { dir + "/script" }
+
+    override func setUpWithError() throws {
+        dir = NSTemporaryDirectory() + "prompter-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    func prompter(script: [String], timeout: Int = 20, program: String? = PrompterTests.fake) throws -> Prompter {
+        try script.map { $0 + "\n" }.joined().write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let env = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                   "FAKE_PINENTRY_LOG": logPath, "FAKE_PINENTRY_SCRIPT": scriptPath, "DISPLAY": ":99"]
+        return Prompter(configured: program, environment: env, timeout: timeout, setupTimeout: 2)
+    }
+
+    func conversation(_ p: Prompter, language: Language = .en, display: PromptDisplay = PromptDisplay(),
+                      requester: Requester = Requester(pid: 4242, uid: 1000, executable: "/usr/bin/aktivitetslogg")) -> PinentryConversation {
+        PinentryConversation(prompter: p, language: language, requester: requester, display: display)
+    }
+
+    var log: [String] {
+        ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    func text(_ b: SecureBytes) -> String { b.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+
+    func expectError(_ expected: FactorError, file: StaticString = #filePath, line: UInt = #line,
+                     _ body: () async throws -> Void) async {
+        // Untyped: typed-throws async closures crash this compiler (6.3.1) in a SIL pass.
+        do {
+            try await body()
+            XCTFail("no error; expected \(expected)", file: file, line: line)
+        } catch {
+            XCTAssertEqual(error as? FactorError, expected, file: file, line: line)
+        }
+    }
+
+    func testPINDialogNamesTheAppAndReturnsThePIN() async throws {
+        let c = conversation(try prompter(script: ["pin 48%29 15"]))
+        let pin = try await c.askSecret(LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:"))
+        XCTAssertEqual(text(pin), "48%29 15", "percent-escaping on the D line is undone")
+        let log = self.log
+        XCTAssertTrue(log.contains("SETTITLE SessionVault"), "\(log)")
+        XCTAssertTrue(log.contains("SETDESC ‘aktivitetslogg’ wants to use your login.%0A%0AEnter your PIN:"), "\(log)")
+        XCTAssertTrue(log.contains("SETPROMPT PIN:"), "\(log)")
+        XCTAssertTrue(log.contains("SETOK OK"), "\(log)")
+        XCTAssertTrue(log.contains("SETCANCEL Cancel"), "\(log)")
+        XCTAssertTrue(log.contains("SETTIMEOUT 20"), "\(log)")
+        XCTAssertEqual(log.filter { $0 == "GETPIN" }.count, 1)
+        XCTAssertEqual(log.last, "BYE")
+        XCTAssertFalse(log.contains { $0.hasPrefix("SETERROR") }, "no error on a first ask")
+    }
+
+    func testBokmalDialog() async throws {
+        let c = conversation(try prompter(script: ["pin 482915"]), language: .nb)
+        _ = try await c.askSecret(LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:"))
+        XCTAssertTrue(log.contains("SETDESC «aktivitetslogg» vil bruke innloggingen din.%0A%0ASkriv inn PIN-koden:"), "\(log)")
+        XCTAssertTrue(log.contains("SETPROMPT PIN-kode:"), "\(log)")
+        XCTAssertTrue(log.contains("SETCANCEL Avbryt"), "\(log)")
+    }
+
+    func testWrongPINIsSaidWithSETERRORInTheNextDialog() async throws {
+        let c = conversation(try prompter(script: ["pin 000000", "pin 482915"]))
+        _ = try await c.askSecret(LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:"))
+        await c.show(Messages.noMatch(attemptsLeft: 4))
+        _ = try await c.askSecret(LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:"))
+        let errors = log.filter { $0.hasPrefix("SETERROR") }
+        XCTAssertEqual(errors, ["SETERROR " + Messages.noMatch(attemptsLeft: 4).en], "\(log)")
+        // Said in the PIN dialog, not in a message dialog of its own.
+        try await Task.sleep(for: .milliseconds(600))
+        XCTAssertFalse(log.contains("MESSAGE"), "\(log)")
+    }
+
+    func testAMessageWithNoQuestionAfterItIsShownOnItsOwn() async throws {
+        let c = conversation(try prompter(script: []))
+        await c.show(LocalizedText(en: "Logged in.", nb: "Logget inn."))
+        XCTAssertTrue(waitFor { self.log.contains("MESSAGE") }, "\(log)")
+        XCTAssertTrue(log.contains("SETDESC ‘aktivitetslogg’ wants to use your login.%0A%0ALogged in."), "\(log)")
+        XCTAssertTrue(log.contains("SETOK Close"), "\(log)")
+    }
+
+    func testNewPINIsTypedTwiceInOneDialogWithSETREPEAT() async throws {
+        let c = conversation(try prompter(script: ["pin 730641"]))
+        let again = LocalizedText(en: "Type the same PIN again:", nb: "Skriv den samme PIN-koden en gang til:")
+        let mismatch = LocalizedText(en: "The two PINs were not the same.", nb: "De to PIN-kodene var ikke like.")
+        let pin = try await c.askNewSecret(LocalizedText(en: "Choose a PIN:", nb: "Velg en PIN-kode:"), again: again, mismatch: mismatch)
+        XCTAssertEqual(pin.map(text), "730641")
+        XCTAssertTrue(log.contains("SETREPEAT Type the same PIN again:"), "\(log)")
+        XCTAssertTrue(log.contains("SETREPEATERROR The two PINs were not the same."), "\(log)")
+        XCTAssertEqual(log.filter { $0 == "GETPIN" }.count, 1, "one dialog, typed twice in it")
+    }
+
+    func testConfirmWithNamedButtons() async throws {
+        let c = conversation(try prompter(script: ["ok", "notok"]))
+        let offer = LocalizedText(en: "Turn on fingerprint login?", nb: "Slå på innlogging med fingeravtrykk?")
+        let yes = try await c.confirm(offer, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)
+        let no = try await c.confirm(offer, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)
+        XCTAssertTrue(yes)
+        XCTAssertFalse(no)
+        XCTAssertEqual(log.filter { $0 == "CONFIRM" }.count, 2)
+        XCTAssertTrue(log.contains("SETOK Turn on"), "\(log)")
+        XCTAssertTrue(log.contains("SETNOTOK Not now"), "\(log)")
+    }
+
+    func testProviderChoiceWithMoreProvidersThanButtons() async throws {
+        let c = conversation(try prompter(script: ["notok", "notok"]))
+        let options = ["BankID", "Vipps", "ID-porten"].map {
+            ChoiceOption(value: $0.lowercased(), label: LocalizedText(en: "Use \($0)", nb: "Bruk \($0)"))
+        } + [ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt"))]
+        let chosen = try await c.choose(LocalizedText(en: "Log in to continue.", nb: "Logg inn for å fortsette."), options: options)
+        XCTAssertEqual(chosen, "id-porten")
+        let buttons = log.filter { $0.hasPrefix("SETOK") || $0.hasPrefix("SETNOTOK") }
+        XCTAssertEqual(buttons, ["SETOK Use BankID", "SETNOTOK Other choices …", "SETOK Use Vipps", "SETNOTOK Use ID-porten"])
+
+        let two = conversation(try prompter(script: ["ok"]))
+        let first = try await two.choose(LocalizedText(en: "Log in.", nb: "Logg inn."), options: Array(options[0..<2]))
+        XCTAssertEqual(first, "bankid")
+    }
+
+    func testCancelTimeoutCrashGarbageAndHang() async throws {
+        let ask = LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:")
+        let cases: [(String, FactorError)] = [
+            ("cancel", .cancelled), ("timeout", .timeout),
+            ("crash", .unavailable(Messages.pinentryFailed)), ("garbage", .unavailable(Messages.pinentryFailed)),
+            // A pinentry that dies, babbles or hangs before its greeting.
+            ("greet-crash", .unavailable(Messages.pinentryFailed)), ("greet-garbage", .unavailable(Messages.pinentryFailed)),
+            ("greet-hang", .unavailable(Messages.pinentryFailed)),
+        ]
+        for (action, expected) in cases {
+            let c = conversation(try prompter(script: [action]))
+            let began = Date()
+            await expectError(expected) { _ = try await c.askSecret(ask) }
+            XCTAssertLessThan(Date().timeIntervalSince(began), 5, "\(action): never a hung request")
+        }
+        // Open past prompt_timeout: closed, and the request fails with `timeout`.
+        let c = conversation(try prompter(script: ["hang"], timeout: 1))
+        let began = Date()
+        await expectError(.timeout) { _ = try await c.askSecret(ask) }
+        XCTAssertLessThan(Date().timeIntervalSince(began), 6)
+    }
+
+    func testMissingPinentrySaysHowToInstallOne() async throws {
+        let p = try prompter(script: [], program: dir + "/no-such-pinentry")
+        XCTAssertNil(p.program)
+        let c = conversation(p)
+        await expectError(.unavailable(Messages.pinentryMissing)) { _ = try await c.askSecret(LocalizedText(en: "PIN:", nb: "PIN:")) }
+    }
+
+    func testOneDialogAtATimeAcrossConversations() async throws {
+        let p = try prompter(script: (1...4).map { "pin 11111\($0)" })
+        let ask = LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for pid in 1...4 {
+                let c = conversation(p, requester: Requester(pid: Int32(pid), uid: 1000, executable: "/usr/bin/app\(pid)"))
+                group.addTask { _ = try await c.askSecret(ask) }
+            }
+            try await group.waitForAll()
+        }
+        // Every dialog ends (BYE) before the next one starts.
+        let marks = log.filter { $0.hasPrefix("START") || $0 == "BYE" }.map { $0 == "BYE" ? "BYE" : "START" }
+        XCTAssertEqual(marks, Array(repeating: ["START", "BYE"], count: 4).flatMap { $0 }, "\(log)")
+    }
+
+    func testTheClientsDisplayIsUsedElseVaultdsOwn() async throws {
+        let p = try prompter(script: ["pin 482915", "pin 482915"])
+        _ = try await conversation(p, display: PromptDisplay(display: ":7")).askSecret(LocalizedText(en: "PIN", nb: "PIN"))
+        _ = try await conversation(p).askSecret(LocalizedText(en: "PIN", nb: "PIN"))
+        let starts = log.filter { $0.hasPrefix("START") }
+        XCTAssertEqual(starts.count, 2)
+        XCTAssertTrue(starts[0].contains("DISPLAY=:7 ") && starts[0].contains("ARGS=--display :7"), starts[0])
+        XCTAssertTrue(starts[1].contains("DISPLAY=:99 "), starts[1])
+    }
+
+    func testProgramChoice() throws {
+        let path = "/usr/bin:/bin"
+        XCTAssertEqual(Prompter.findProgram(configured: Self.fake, environment: ["SESSIONVAULT_PINENTRY": "/bin/false", "PATH": path]), Self.fake)
+        XCTAssertNil(Prompter.findProgram(configured: "/nonexistent/pinentry", environment: ["PATH": path]),
+                     "a configured program that is missing is not replaced by another")
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["SESSIONVAULT_PINENTRY": Self.fake, "PATH": path]), Self.fake)
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": dir]), nil)
+        try FileManager.default.copyItem(atPath: Self.fake, toPath: dir + "/pinentry")
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": "/nonexistent:" + dir]), dir + "/pinentry")
+    }
+
+    func testAppNameFromFlatpakInfoElseExecutable() throws {
+        try FileManager.default.createDirectory(atPath: dir + "/77/root", withIntermediateDirectories: true)
+        try "[Application]\nname=no.likeperson.Aktivitetslogg\nruntime=runtime/org.gnome.Platform\n"
+            .write(toFile: dir + "/77/root/.flatpak-info", atomically: true, encoding: .utf8)
+        XCTAssertEqual(AppName.of(Requester(pid: 77, uid: 1, executable: "/usr/bin/python3.11"), procRoot: dir), "no.likeperson.Aktivitetslogg")
+        XCTAssertEqual(AppName.of(Requester(pid: 78, uid: 1, executable: "/opt/app/aktivitetslogg (deleted)"), procRoot: dir), "aktivitetslogg")
+        XCTAssertNil(AppName.flatpakAppID("[Application]\nname=evil%0Aname\n"))
+    }
+
+    func testAssuanEscaping() {
+        XCTAssertEqual(Assuan.line("SETDESC", "50% off\nnow"), Array("SETDESC 50%25 off%0Anow\n".utf8))
+        let long = String(repeating: "ø", count: 2000)
+        let line = Assuan.line("SETDESC", long)
+        XCTAssertLessThanOrEqual(line.count, Assuan.maxLine)
+        XCTAssertNotNil(String(validating: line, as: UTF8.self), "cut at a character boundary")
+        XCTAssertEqual(Assuan.Failure(line: Array("ERR 83886179 Operation cancelled <Pinentry>".utf8)), .cancelled)
+        XCTAssertEqual(Assuan.Failure(line: Array("ERR 83886142 Timeout <Pinentry>".utf8)), .timeout)
+        XCTAssertEqual(Assuan.Failure(line: Array("ERR 83886194 Not confirmed".utf8)), .notConfirmed)
+        var out = [UInt8](repeating: 0, count: 8)
+        let n = Array("a%25b%0".utf8).withUnsafeBytes { src in out.withUnsafeMutableBytes { Assuan.unescape(src, into: $0) } }
+        XCTAssertNil(n, "a cut-off escape is malformed")
+    }
+
+    func waitFor(_ timeout: Double = 5, _ condition: () -> Bool) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if condition() { return true }
+            usleep(50_000)
+        }
+        return condition()
+    }
+}
