@@ -7,7 +7,7 @@ import VaultFactor
 /// for demos and tests) and, later, fprintd (D-Bus `net.reactivated.Fprint`).
 /// A caveat for the fprintd backend: fprintd reports only finger *names*
 /// (`ListEnrolledFingers`), not template ids, so deleting and re-enrolling the
-/// same finger is invisible there (see PLATFORM.md). Such a backend would have
+/// same finger is invisible there (checked with fprintd 1.94). Such a backend would have
 /// to report a stable id per name, and re-enrolling the same finger would then
 /// *not* change the enrollment digest; adding or removing a finger still would.
 public protocol FingerprintReader: Sendable {

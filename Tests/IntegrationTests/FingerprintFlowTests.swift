@@ -3,7 +3,8 @@ import VaultClient
 import VaultProtocol
 import XCTest
 
-/// S4–S7 through a real vaultd with the stub fingerprint reader, driven by the
+/// Fingerprint enrollment after a first login, unlock, fallback when it fails,
+/// and its settings, through a real vaultd with the stub fingerprint reader, driven by the
 /// real vault-fpstub tool, as a person and their computer would.
 final class FingerprintFlowTests: VaultdTestCase {
     var stubPath = ""
