@@ -1,8 +1,16 @@
 import Dispatch
+import FuzzReplay
 import JWTKit
 import OIDCFactor
 import Synchronization
 import VaultProtocol
+
+#if FUZZING
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { fuzz(data, size) }
+#else
+@main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
+#endif
 
 /// The ID-token path of the OIDC factor: `IDTokenCheck` runs the same JWKS
 /// parsing and `IDTokenVerifier` steps (header, kid/alg selection, signature,
@@ -16,8 +24,7 @@ import VaultProtocol
 ///                          and reach the claim checks through the real path.
 ///   `T<token>` (any other) a compact token against the fixed JWKS: splitting,
 ///                          base64url, header checks, signature refusal.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     let rest = input.dropFirst()
