@@ -1,16 +1,15 @@
 import FuzzReplay
 import VaultProtocol
 
-#if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { fuzz(data, size) }
-#else
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
 @main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
 #endif
 
 /// One request line as vaultd receives it: decode, and when it decodes,
 /// re-encode and decode again (what we write must parse the same).
-func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeBufferPointer(start: data, count: size)
     guard let request = try? Request.decode(line: bytes) else { return 0 }
     let again = try? Request.decode(line: request.encoded().dropLast())

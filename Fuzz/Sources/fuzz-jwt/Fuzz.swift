@@ -5,10 +5,8 @@ import OIDCFactor
 import Synchronization
 import VaultProtocol
 
-#if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt { fuzz(data, size) }
-#else
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
 @main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
 #endif
 
@@ -24,7 +22,8 @@ public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
 ///                          and reach the claim checks through the real path.
 ///   `T<token>` (any other) a compact token against the fixed JWKS: splitting,
 ///                          base64url, header checks, signature refusal.
-func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     let rest = input.dropFirst()
