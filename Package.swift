@@ -20,8 +20,8 @@ let fuzzTarget: (String, [Target.Dependency]) -> Target = { name, dependencies i
 
 let package = Package(
     name: "SessionVault",
-    // No `platforms`: SessionVault runs on Linux only (systemd, the Secret Service,
-    // fprintd, SO_PEERCRED), and SwiftPM has no Linux entry for that list: Linux
+    // No `platforms`: SessionVault runs on Linux only (systemd user units, the Secret
+    // Service, SO_PEERCRED), and SwiftPM has no Linux entry for that list: Linux
     // builds take their minimum from the toolchain, not from here.
     products: [
         .executable(name: "vaultd", targets: ["vaultd"]),

@@ -9,7 +9,7 @@ final class GeneratedDocsTests: XCTestCase {
         let dist = repositoryRoot + "/dist/completions/"
         for tool in ["vaultctl", "vaultd", "vault-fpstub"] {
             for (shell, file) in [("bash", "\(tool).bash"), ("zsh", "_\(tool)"), ("fish", "\(tool).fish")] {
-                let exe = Binaries.find(tool, env: "NONE")
+                let exe = builtExecutable(tool, env: "NONE")
                 let now = try runProcess(exe, ["--generate-completion-script", shell], env: childEnvironment([:]), timeout: 30)
                 let committed = try String(contentsOfFile: dist + file, encoding: .utf8)
                 XCTAssertEqual(now.out, committed, "dist/completions/\(file) is stale: run scripts/gen-docs")
