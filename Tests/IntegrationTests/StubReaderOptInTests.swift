@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// The stub fingerprint reader is a simulation any program of the user can make

@@ -66,7 +66,8 @@ do {
     try vault.hello(client: "example-app", language: language, interactive: interactive)
     var fields: [String: JSON] = [:]
     if let account { fields["account"] = .string(account) }
-    let session = try vault.call("session", fields, onPrompt: interactive ? askOnTerminal : nil)
+    let onPrompt: ((Prompt) -> PromptReply)? = interactive ? { askOnTerminal($0) } : nil
+    let session = try vault.call("session", fields, onPrompt: onPrompt)
     // session["access_token"] is what the app sends to its API; never print or log it.
     print(greeting(session))
 } catch {
