@@ -48,6 +48,8 @@ let package = Package(
         // C libraries from apt, found through pkg-config.
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        // GDBus, for talking to fprintd on the system bus (GLib/GIO come with libsecret anyway).
+        .systemLibrary(name: "CGIO", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
         .target(name: "CVaultShims"),
@@ -107,7 +109,7 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
-        .target(name: "FingerprintFactor", dependencies: ["VaultFactor"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
+        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
         .target(name: "ExternalFactor", dependencies: ["VaultFactor", "Locking"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
@@ -186,6 +188,11 @@ let package = Package(
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore", "VaultTestSupport"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol", "VaultTestSupport"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
+        // The request handler on its own, with a recording link in place of a socket.
+        .testTarget(name: "VaultServerTests", dependencies: [
+            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "DemoProvidersTests", dependencies: [
             "DemoProviders", "VaultProtocol", "SodiumKit",
             .product(name: "JWTKit", package: "jwt-kit"),

@@ -22,9 +22,16 @@ public struct FingerprintFactor: UnlockFactor {
     public let scanTimeout: Duration
     /// Scans per `enroll` / `verify` before giving up.
     public let attempts: Int
+    /// Unclear scans (retry, too short, not centred) are asked again without
+    /// counting as failures, up to this many, so a dirty or broken sensor that
+    /// never reads a finger cannot keep the prompt open for ever.
+    public static let maxUnclearScans = 10
     public let descriptor: FactorDescriptor
 
-    public init(reader: any FingerprintReader, scanTimeout: Duration = .seconds(30), attempts: Int = 3) {
+    /// `device`: the reader's name for status lines; with `sameFingerInvisible`
+    /// (fprintd) the status also says that re-enrolling a finger is not seen.
+    public init(reader: any FingerprintReader, scanTimeout: Duration = .seconds(30), attempts: Int = 3,
+                device: String? = nil, sameFingerInvisible: Bool = false) {
         self.reader = reader
         self.scanTimeout = scanTimeout
         self.attempts = max(1, attempts)
@@ -37,7 +44,18 @@ public struct FingerprintFactor: UnlockFactor {
             offerAfterLogin: true,
             offerText: LocalizedText(
                 en: "Turn on fingerprint login? Next time you can open your apps with your fingerprint instead of logging in with BankID or Vipps.",
-                nb: "Slå på innlogging med fingeravtrykk? Neste gang kan du åpne appene dine med fingeravtrykket i stedet for å logge inn med BankID eller Vipps."))
+                nb: "Slå på innlogging med fingeravtrykk? Neste gang kan du åpne appene dine med fingeravtrykket i stedet for å logge inn med BankID eller Vipps."),
+            enabledDetail: FingerprintFactor.detail(device: device, sameFingerInvisible: sameFingerInvisible))
+    }
+
+    static func detail(device: String?, sameFingerInvisible: Bool) -> LocalizedText? {
+        let caveat = sameFingerInvisible ? FingerprintMessages.sameFingerCaveat : nil
+        switch (device, caveat) {
+        case (nil, nil): return nil
+        case (let device?, nil): return LocalizedText(en: device, nb: device)
+        case (nil, let caveat?): return caveat
+        case (let device?, let caveat?): return LocalizedText(en: "\(device) — \(caveat.en)", nb: "\(device) — \(caveat.nb)")
+        }
     }
 
     /// The enrollment digest: SHA-256 over the (name, template id) pairs sorted by
@@ -70,7 +88,7 @@ public struct FingerprintFactor: UnlockFactor {
             _ = try await reader.enrolledFingers()
             return .available
         } catch {
-            return .unavailable(error == .absent ? Text.readerNotFound : Text.readerBroken)
+            return .unavailable(Text.explain(error, absent: Text.readerNotFound))
         }
     }
 
@@ -79,14 +97,22 @@ public struct FingerprintFactor: UnlockFactor {
         // Nothing can match without an enrolled finger: say how to add one instead of waiting for a touch.
         if try await currentFingers().isEmpty { throw .unavailable(Text.noFingers) }
         await conversation.show(Text.touchToEnroll)
-        for failures in 1...attempts {
-            switch await reader.scan(timeout: scanTimeout) {
+        var failures = 0
+        var unclear = 0
+        while failures < attempts {
+            let outcome = await reader.scan(timeout: scanTimeout)
+            switch outcome {
             case .match:
                 return try await proof()
             case .noMatch:
+                failures += 1
                 if failures < attempts { await conversation.show(Text.enrollNoMatch) }
-            case .retry:
-                if failures < attempts { await conversation.show(Text.unclearScan(left: nil)) }
+            case .retry, .unclear:
+                unclear += 1
+                if unclear >= FingerprintFactor.maxUnclearScans { throw .unavailable(Text.readerBroken) }
+                await conversation.show(Text.askAgain(after: outcome, left: nil))
+            case .refused(let why):
+                throw .unavailable(Text.refused(why))
             case .hardwareError:
                 throw .unavailable(Text.readerBroken)
             case .disconnected:
@@ -108,16 +134,25 @@ public struct FingerprintFactor: UnlockFactor {
         if try await currentFingers().isEmpty { return try await proof() }
         await conversation.show(Text.touchToUnlock)
         var failures = 0
+        var unclear = 0
         while true {
-            switch await reader.scan(timeout: scanTimeout) {
+            let outcome = await reader.scan(timeout: scanTimeout)
+            switch outcome {
             case .match:
                 return try await proof()
             case .noMatch:
                 failures += 1
                 await conversation.show(failures < attempts ? Text.notRecognised(left: attempts - failures) : Text.lastFailure)
-            case .retry:
-                failures += 1
-                await conversation.show(failures < attempts ? Text.unclearScan(left: attempts - failures) : Text.lastFailure)
+            case .retry, .unclear:
+                // The sensor could not read the finger: ask again, not a failed match.
+                unclear += 1
+                if unclear >= FingerprintFactor.maxUnclearScans {
+                    await conversation.show(Text.lastFailure)
+                    throw .tooManyAttempts
+                }
+                await conversation.show(Text.askAgain(after: outcome, left: attempts - failures))
+            case .refused(let why):
+                throw .unavailable(Text.refused(why))
             case .hardwareError:
                 throw .unavailable(Text.readerBroken)
             case .disconnected:
@@ -142,7 +177,7 @@ public struct FingerprintFactor: UnlockFactor {
         do {
             return try await reader.enrolledFingers()
         } catch {
-            throw .unavailable(error == .absent ? Text.readerGone : Text.readerBroken)
+            throw .unavailable(Text.explain(error, absent: Text.readerGone))
         }
     }
 }
@@ -199,6 +234,40 @@ enum Text {
     static let lastFailure = LocalizedText(
         en: "Not recognised, and that was the last try. Use your PIN or log in with BankID or Vipps instead.",
         nb: "Ikke gjenkjent, og det var siste forsøk. Bruk PIN-koden eller logg inn med BankID eller Vipps i stedet.")
+
+    /// After an unclear scan: what to do differently, and (when verifying) the tries left.
+    static func askAgain(after outcome: ScanOutcome, left: Int?) -> LocalizedText {
+        let hint: LocalizedText
+        switch outcome {
+        case .unclear(.tooShort): hint = FingerprintMessages.swipeTooShort
+        case .unclear(.notCentered): hint = FingerprintMessages.fingerNotCentered
+        case .unclear(.removeAndRetry): hint = FingerprintMessages.removeAndRetry
+        default: return unclearScan(left: left)
+        }
+        guard let left else { return hint }
+        func sentence(_ s: String) -> String { s.hasSuffix(".") ? String(s.dropLast()) : s }
+        return LocalizedText(en: "\(sentence(hint.en)) (\(triesLeft(left, .en))).", nb: "\(sentence(hint.nb)) (\(triesLeft(left, .nb))).")
+    }
+
+    /// The sentence for a backend's refusal.
+    static func refused(_ why: ReaderRefusal) -> LocalizedText {
+        switch why {
+        case .inUse: return FingerprintMessages.readerInUse
+        case .noDevice: return FingerprintMessages.noDevice
+        case .permissionDenied: return FingerprintMessages.permissionDenied
+        case .noEnrolledPrints: return FingerprintMessages.noEnrolledPrints
+        case .serviceStopped: return FingerprintMessages.serviceStopped
+        }
+    }
+
+    /// The sentence for a failed look at the enrolled fingers.
+    static func explain(_ error: ReaderError, absent: LocalizedText) -> LocalizedText {
+        switch error {
+        case .absent: return absent
+        case .failed: return readerBroken
+        case .refused(let why): return refused(why)
+        }
+    }
 
     static func triesLeft(_ n: Int, _ language: Language) -> String {
         switch language {

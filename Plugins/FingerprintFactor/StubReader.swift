@@ -51,6 +51,9 @@ public struct StubReader: FingerprintReader {
         }
     }
 
+    /// No hardware name: status lines stay plain "Fingerprint enabled".
+    public func deviceName() async -> String? { nil }
+
     public func enrolledFingers() async throws(ReaderError) -> [EnrolledFinger] {
         let state: StubState?
         do {

@@ -75,7 +75,9 @@ public struct FileConfig: Codable, Sendable {
     }
 
     public struct FingerprintSection: Codable, Sendable {
-        /// "none" (the default) or "stub" (the simulated sensor). fprintd comes later.
+        /// "auto" (the default: fprintd when it answers and has a reader, else none),
+        /// "fprintd" (the desktop's fingerprint service), "none", or "stub" (the
+        /// simulated sensor, for demos and tests).
         public var reader: String?
         /// The stub's state file (default: DATA_DIR/fpstub.json; see `Paths.stubReaderState`).
         public var stub_state: String?
@@ -311,5 +313,25 @@ public struct Paths {
         if let s = env("SESSIONVAULT_SOCKET") { return s }
         if let r = env("XDG_RUNTIME_DIR") { return r + "/sessionvault/vault.sock" }
         return "/tmp/sessionvault-\(getuid())/vault.sock"
+    }
+}
+
+/// `[fingerprint] reader`: which fingerprint backend vaultd uses.
+public enum FingerprintReaderChoice: String, CaseIterable, Sendable {
+    /// fprintd when the service answers and has a reader at start-up; else no fingerprint (no error).
+    case auto
+    /// fprintd always: a missing service or reader is shown as "reader not found".
+    case fprintd
+    case none
+    /// The simulated sensor (vault-fpstub): demos and tests only, behind allow_stub_reader or --demo.
+    case stub
+
+    /// The configured choice; `auto` when unset.
+    public static func from(_ config: FileConfig) throws(ConfigError) -> FingerprintReaderChoice {
+        guard let raw = config.fingerprint?.reader else { return .auto }
+        guard let choice = FingerprintReaderChoice(rawValue: raw) else {
+            throw ConfigError(detail: "fingerprint.reader must be “auto” (the default), “fprintd”, “none” or “stub”, not “\(raw)”")
+        }
+        return choice
     }
 }

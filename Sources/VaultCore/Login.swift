@@ -43,7 +43,7 @@ extension Vault {
     }
 
     func canUnlock(_ provider: any IdentityProvider) -> Bool {
-        slots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && slots[Vault.personSlotID] != nil)
+        keyslots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && keyslots[Vault.personSlotID] != nil)
     }
 
     public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
@@ -105,49 +105,42 @@ extension Vault {
             login.subject = hashed ?? ""
         }
         let (recordID, proof) = try loginSlot(for: login)
-        var owner = false
-        var recordIsNewer = false
-        if let row = slots[recordID] {
-            switch Keyslot.check(row, deviceKey: deviceKey) {
-            case .intact(let binding):
-                guard binding == proof.binding else {
-                    audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
-                    throw VaultFailure(.loginFailed, message: LocalizedText(
-                        en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
-                        nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
-                }
-                owner = true
-            case .damaged:
-                // Without a PIN this record is what lets a login reopen the vault,
-                // so a damaged one is not trusted. With a PIN it opens nothing.
-                audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
-                if !hasSecretFactor { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
-            case .newerVersion:
-                // A newer SessionVault's record: not understood here, never overwritten.
-                audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
-                recordIsNewer = true
-            }
+        let verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
+                                         hasSecretFactor: policy.hasSecretFactor)
+        switch verdict {
+        case .firstSeen, .owner:
+            break
+        case .otherIdentity:
+            audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
+            throw VaultFailure(.loginFailed, message: LocalizedText(
+                en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
+                nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+        case .damaged(let refused):
+            audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
+            if refused { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
+        case .newer:
+            audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
         }
-        if vaultKey == nil, owner, !hasSecretFactor, let device = slots[Keyslot.deviceSlotID] {
-            guard let vk = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil) else {
+        var owner = verdict == .owner
+        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
+           keyslots[Keyslot.deviceSlotID] != nil {
+            guard let vk = keyslots.openDeviceWrap() else {
                 logger.error("the device keyslot failed to open at a login")
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
             openHard(vk)
             audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
-        } else if let vk = vaultKey, owner || slots[recordID] == nil {
-            // A login renews the soft boxes' time limit, as the PIN does.
-            softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: now())
+        } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
+            softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
-        if vaultKey != nil, slots[recordID] == nil || !owner, !recordIsNewer {
+        if verdict.recordsIdentity(vaultOpen: vaultKey != nil) {
             let row: KeyslotRow
             do {
                 row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))
             } catch {
                 throw .internal()
             }
-            try storeCall { () throws(StoreError) in try store.updateKeyslots(put: [row], delete: []) }
-            slots[recordID] = row
+            try storeCall(logger) { () throws(StoreError) in try keyslots.replace(put: [row], delete: []) }
             owner = true
             audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
@@ -163,11 +156,12 @@ extension Vault {
                                hasRefreshToken: login.tokens.refreshToken != nil, createdAt: Int64(now()))
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
                                    idToken: login.tokens.idToken)
-        try persist(id: id, meta: meta, secret: secret,
+        try sessions.persist(id: id, meta: meta, secret: secret,
                     tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
                     auditing: audit.entry("login", factor: login.provider, outcome: "ok",
                                           detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
-                                          requester: conversation.requester))
+                                          requester: conversation.requester),
+                    locked: policy.lockedFailure())
         if vaultKey == nil {
             if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
                 await conversation.show(Messages.loggedInOthersWaitForPIN)
@@ -198,7 +192,7 @@ extension Vault {
         let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
         var meta = entry.meta
         for (k, v) in added { meta.claims[k] = v }
-        try persistMeta(id: id, meta: meta, row: entry.row)
+        try sessions.persistMeta(id: id, meta: meta, row: entry.row)
         audit.record("context", outcome: "ok", detail: ["account": .string(meta.account)])
         return meta.claims
     }
@@ -209,7 +203,7 @@ extension Vault {
     /// can open this vault, and run the chosen one.
     func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
         let candidates = providers.loginProviders
-        guard !candidates.isEmpty else { return .failure(failure ?? lockedFailure()) }
+        guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
         let names = candidates.map(\.displayName).joined(separator: " / ")
         var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
         options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
@@ -218,13 +212,13 @@ extension Vault {
             choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
                                                                  nb: "Logg inn med \(names) for å fortsette."), options: options)
         } catch {
-            return .failure(error == .notInteractive ? (failure ?? lockedFailure()) : VaultFailure(.cancelled))
+            return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : VaultFailure(.cancelled))
         }
         guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
-            return vaultKey != nil ? .success(()) : .failure(loggedInButLocked())
+            return vaultKey != nil ? .success(()) : .failure(policy.loggedInButLocked())
         } catch {
             return .failure(error)
         }
@@ -244,7 +238,7 @@ extension Vault {
         failedBeforeFallback = []
         for id in order {
             // Not set up (first login, or its slot went stale), or it just failed before this fallback login.
-            guard let factor = factors[id], factor.descriptor.offerAfterLogin, slots[id.rawValue] == nil || failed.contains(id),
+            guard let factor = factors[id], factor.descriptor.offerAfterLogin, keyslots[id.rawValue] == nil || failed.contains(id),
                   !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
             // After an enrollment change only a strong login may turn it back on: say so instead of asking.
             if isStale(id), !strongLoginMet {

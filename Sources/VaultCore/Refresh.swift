@@ -13,7 +13,7 @@ import VaultStore
 /// refresh sends the new refresh token), and it is saved again until the
 /// store takes it.
 struct UnsavedRotation {
-    let sealed: Vault.SealedSession
+    let sealed: Sessions.Sealed
     /// The refresh's audit entry, written in the same commit as the row.
     let audit: AuditLog.Entry
 }
@@ -40,9 +40,9 @@ extension Vault {
         // A refresh already running for this session answers this request too,
         // before any decryption: 100 apps waking at once wait, not queue on the actor.
         if let running = refreshing[id] { return try await running.value.get() }
-        if refreshHold.unsaved[id] != nil { saveUnsavedRotations() }
+        if sessions.hold.unsaved[id] != nil { _ = sessions.saveHeld() }
         let nowS = Int64(now())
-        let secret = try openSecret(id: id, entry: entry, key: key)
+        let secret = try sessions.openSecret(id: id, entry: entry, key: key)
         let meta = entry.meta
         let expiresIn = meta.accessExpiresAt.map { $0 - nowS }
         let window = max(Vault.refreshWindow, minValid)
@@ -55,10 +55,10 @@ extension Vault {
                 return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
             }
             // No way to renew (Vipps issues no refresh tokens): the session has ended.
-            forget(id: id, reason: "expired")
+            sessions.forget(id: id, reason: "expired")
             throw VaultFailure(.sessionExpired)
         }
-        if refreshHold.stopping {
+        if sessions.hold.stopping {
             if stillValid, let token = secret.accessToken {
                 return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
             }
@@ -71,34 +71,9 @@ extension Vault {
             await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key)
         }
         refreshing[id] = task
-        table.beginRefresh(id)
         let result = await task.value
         refreshing[id] = nil
-        for waiter in table.finishRefresh(id) { waiter(result) }
         return try result.get()
-    }
-
-    /// The refresh that a fast-path request claimed (`releaseIfReady`); its
-    /// outcome goes to everyone who joined. A refresh may already be running
-    /// from the full path, or the token turn out fresh by now: either way the
-    /// joiners get what `freshSession` says.
-    func refreshForWaiters(id: String, minValid: Int64) async {
-        let result: Result<ReleasedSession, VaultFailure>
-        if let entry = table.entry(id) {
-            // The vault key, or the record key of a session stored while locked.
-            if let key = entry.key(vaultKey: vaultKey) {
-                do throws(VaultFailure) {
-                    result = .success(try await freshSession(id: id, entry: entry, key: key, minValid: minValid))
-                } catch {
-                    result = .failure(error)
-                }
-            } else {
-                result = .failure(lockedFailure())
-            }
-        } else {
-            result = .failure(VaultFailure(.noSession))
-        }
-        for waiter in table.finishRefresh(id) { waiter(result) }
     }
 
     /// The token call off the actor, then its outcome settled on it.
@@ -126,7 +101,7 @@ extension Vault {
             // Only the provider's word that the grant is dead (`invalid_grant`,
             // a revocation) ends a session; any other failure keeps it.
             if error.code == .sessionExpired {
-                forget(id: id, reason: "refresh_rejected")
+                sessions.forget(id: id, reason: "refresh_rejected")
                 return .failure(error)
             }
             // The provider is down or slow: an access token that still works is served.
@@ -140,9 +115,9 @@ extension Vault {
         let renewed = SessionSecret(accessToken: grant.accessToken, refreshToken: newRefresh, idToken: grant.idToken ?? secret.idToken)
         meta.accessExpiresAt = grant.accessExpiresAt
         if let r = grant.refreshExpiresAt { meta.refreshExpiresAt = r }
-        let sealed: Vault.SealedSession
+        let sealed: Sessions.Sealed
         do {
-            sealed = try seal(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh)
+            sealed = try sessions.seal(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh, locked: policy.lockedFailure())
         } catch {
             return .failure(error)
         }
@@ -153,53 +128,25 @@ extension Vault {
         do {
             // Durable first: if vaultd dies after this line the new refresh token
             // is what the store holds, which is what a rotating provider accepts.
-            try save(id: id, sealed: sealed, auditing: audited)
-            refreshHold.unsaved[id] = nil   // an older held row is superseded
+            try sessions.save(id: id, sealed: sealed, auditing: audited)
+            sessions.hold.unsaved[id] = nil   // an older held row is superseded
         } catch {
             hold(UnsavedRotation(sealed: sealed, audit: audited), id: id)
         }
-        var released = ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta)
-        released.resultTail = ReleasedSession.tail(of: sealed.meta)   // once, for every waiter's answer
-        return .success(released)
+        return .success(ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta))
     }
 
     /// Keeps a rotation the store refused: the table serves it from now on,
     /// and a retry task saves it as soon as the store takes it.
     private func hold(_ rotation: UnsavedRotation, id: String) {
-        logger.error("the store refused a rotated refresh token; it is kept in memory and saved again",
-                     metadata: ["record": "\(id)"])
-        table.put(id, SessionTable.Entry(meta: rotation.sealed.meta, row: rotation.sealed.row, recordKey: rotation.sealed.recordKey))
-        refreshHold.unsaved[id] = rotation
-        guard refreshHold.retry == nil else { return }
-        refreshHold.retry = Task {
+        guard sessions.keep(rotation, id: id) else { return }
+        sessions.hold.retry = Task {
             var pause = Duration.milliseconds(250)
             repeat {
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(10))
-            } while self.saveUnsavedRotations() > 0
+            } while self.sessions.saveHeld() > 0
         }
-    }
-
-    /// Saves every held rotation the store takes now; returns how many are
-    /// still held. A row the session table no longer holds was superseded
-    /// (a later write for the session, a login, a logout) and is dropped.
-    @discardableResult
-    func saveUnsavedRotations() -> Int {
-        for (id, rotation) in refreshHold.unsaved {
-            guard table.entry(id)?.row == rotation.sealed.row else {
-                refreshHold.unsaved[id] = nil
-                continue
-            }
-            do {
-                try save(id: id, sealed: rotation.sealed, auditing: rotation.audit)
-                refreshHold.unsaved[id] = nil
-                logger.notice("a held rotated refresh token was saved", metadata: ["record": "\(id)"])
-            } catch {
-                continue   // still held; storeCall logged why
-            }
-        }
-        if refreshHold.unsaved.isEmpty { refreshHold.retry = nil }
-        return refreshHold.unsaved.count
     }
 
     /// For SIGTERM: starts no more refreshes, waits until none is in flight
@@ -209,7 +156,7 @@ extension Vault {
     /// stops anyway.
     public func settleRefreshes(within bound: Duration) async -> Bool {
         let deadline = ContinuousClock.now + bound
-        refreshHold.stopping = true
+        sessions.hold.stopping = true
         var settled: Set<Task<Result<ReleasedSession, VaultFailure>, Never>> = []
         while let task = refreshing.values.first(where: { !settled.contains($0) }) {
             guard await Vault.wait(for: task, until: deadline) else {
@@ -218,7 +165,7 @@ extension Vault {
             }
             settled.insert(task)
         }
-        while saveUnsavedRotations() > 0 {
+        while sessions.saveHeld() > 0 {
             guard ContinuousClock.now + .milliseconds(100) < deadline else {
                 logger.error("the store did not take a rotated refresh token before shutdown; that session may need a new login")
                 return false
@@ -248,14 +195,5 @@ extension Vault {
                 finish(false)
             }
         }
-    }
-
-    /// Removes a session whose tokens can no longer be used.
-    func forget(id: String, reason: String) {
-        refreshHold.unsaved[id] = nil
-        let account = table.entry(id)?.meta.account
-        _ = try? store.deleteSession(id: id)
-        table.remove(id)
-        audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
     }
 }

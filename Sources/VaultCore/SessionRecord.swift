@@ -92,56 +92,6 @@ struct SessionSecret {
         self.idToken = idToken
     }
 
-    /// Only the access token, for a release: the refresh and ID tokens next to
-    /// it in the same buffer are stepped over, never copied into the heap. The
-    /// bytes were written by `serialized()` and authenticated on opening; anything
-    /// unexpected gives nil and the caller takes the full parse.
-    static func accessToken(in bytes: UnsafeRawBufferPointer) -> String? {
-        var i = 0
-        let n = bytes.count
-        func skipSpace() { while i < n, bytes[i] == 0x20 || bytes[i] == 0x0A || bytes[i] == 0x09 || bytes[i] == 0x0D { i += 1 } }
-        /// The string starting at `i` (a quote): its raw range, and whether it has escapes.
-        func string() -> (Range<Int>, Bool)? {
-            guard i < n, bytes[i] == 0x22 else { return nil }
-            i += 1
-            let start = i
-            var escaped = false
-            while i < n {
-                switch bytes[i] {
-                case 0x22:
-                    defer { i += 1 }
-                    return (start..<i, escaped)
-                case 0x5C:
-                    escaped = true
-                    i += 2
-                default:
-                    i += 1
-                }
-            }
-            return nil
-        }
-        skipSpace()
-        guard i < n, bytes[i] == 0x7B else { return nil }
-        i += 1
-        while true {
-            skipSpace()
-            guard let (key, keyEscaped) = string(), !keyEscaped else { return nil }
-            skipSpace()
-            guard i < n, bytes[i] == 0x3A else { return nil }
-            i += 1
-            skipSpace()
-            guard i < n, bytes[i] == 0x22 else { return nil }   // every value here is a string
-            guard let (value, valueEscaped) = string() else { return nil }
-            if key.count == 12, UnsafeRawBufferPointer(rebasing: bytes[key]).elementsEqual("access_token".utf8) {
-                // Tokens never need escapes; one that has them takes the full parse.
-                return valueEscaped ? nil : String(decoding: UnsafeRawBufferPointer(rebasing: bytes[value]), as: UTF8.self)
-            }
-            skipSpace()
-            guard i < n, bytes[i] == 0x2C else { return nil }
-            i += 1
-        }
-    }
-
     init?(bytes: UnsafeRawBufferPointer) {
         guard let o = (try? JSON.parse(bytes))?.objectValue else { return nil }
         accessToken = o["access_token"]?.stringValue

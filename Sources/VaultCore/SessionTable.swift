@@ -6,16 +6,12 @@ import VaultStore
 /// The state a release needs (the vault key and the session index) behind one
 /// lock. Every change is made by the `Vault` actor, after the store has it
 /// durably (one exception: a rotated refresh token the store refused is served
-/// from here while it is saved again, `UnsavedRotation`); the lock only makes
-/// the state readable from a socket's event loop, so releasing a session from
-/// an unlocked vault takes no thread hop.
+/// from here while it is saved again, `UnsavedRotation`); the lock lets the
+/// few nonisolated readers (the idle check, shutdown) see it without the actor.
 final class SessionTable: Sendable {
     struct Entry {
         let meta: SessionMeta
         let row: SessionRow
-        /// The release answer's fixed part, serialized at the record's first
-        /// release (not at start-up: most of 10,000 sessions are never asked for).
-        var resultTail: [UInt8]?
         /// A session stored while the vault key was out of reach (a login while
         /// locked, with a PIN enrolled) is sealed under its own record key; this
         /// run keeps that key, so the session works before the PIN is given.
@@ -41,9 +37,6 @@ final class SessionTable: Sendable {
         var lastActivity: Double
         /// When the vault key was last put in: `max_unlocked` counts from here.
         var unlockedAt: Double = 0
-        /// Sessions being refreshed → requests that joined from an event loop
-        /// and are answered when the refresh settles.
-        var refreshWaiters: [String: [Vault.RefreshWaiter]] = [:]
     }
 
     private let state: Locked<State>
@@ -128,56 +121,6 @@ final class SessionTable: Sendable {
         state.withLock { s in
             s.entries.removeAll()
             s.accountIndex.removeAll()
-        }
-    }
-
-    /// A refresh of `id` has started: requests may join it until
-    /// `finishRefresh`. Those who joined already (and claimed it) stay.
-    func beginRefresh(_ id: String) {
-        state.withLock { s in
-            if s.refreshWaiters[id] == nil { s.refreshWaiters[id] = [] }
-        }
-    }
-
-    /// Closes the refresh of `id` to joiners and hands back those who joined.
-    func finishRefresh(_ id: String) -> [Vault.RefreshWaiter] {
-        state.withLock { $0.refreshWaiters.removeValue(forKey: id) ?? [] }
-    }
-
-    enum Join { case joined, claimed }
-
-    /// Adds `waiter` to the refresh of `id`. `.claimed` when none was running:
-    /// this caller's waiter is the first, and the caller must start it.
-    func joinRefresh(_ id: String, _ waiter: @escaping Vault.RefreshWaiter) -> Join {
-        state.withLock { s in
-            if s.refreshWaiters[id] == nil {
-                s.refreshWaiters[id] = [waiter]
-                return .claimed
-            }
-            s.refreshWaiters[id]?.append(waiter)
-            return .joined
-        }
-    }
-
-    /// Everything a release needs, read under the lock in one go. Nil when
-    /// the session's key is out of reach (locked) or there is no such session.
-    func releasable(_ account: String?, now: Double) -> (key: SecureBytes, id: String, entry: Entry)? {
-        state.withLock { s in
-            let id: String
-            if let account {
-                guard let hit = s.accountIndex[account] else { return nil }
-                id = hit
-            } else {
-                guard s.entries.count == 1, let only = s.entries.keys.first else { return nil }
-                id = only
-            }
-            guard var entry = s.entries[id], let key = entry.key(vaultKey: s.vaultKey) else { return nil }
-            s.lastActivity = now
-            if entry.resultTail == nil {
-                entry.resultTail = ReleasedSession.tail(of: entry.meta)
-                s.entries[id] = entry
-            }
-            return (key, id, entry)
         }
     }
 }

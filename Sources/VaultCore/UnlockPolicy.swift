@@ -1,425 +1,85 @@
-import Foundation
 import VaultFactor
 import VaultProtocol
 import VaultStore
 
-/// The unlock policy: which factor is asked, in which order, and what each
-/// outcome means. Locked → try the enrolled, available factors by rank
-/// (fingerprint, PIN, OIDC); a factor that fails, is cancelled, is locked out or
-/// has gone stale hands over to the next one.
-extension Vault {
-    enum Attempt {
-        case opened(SecureBytes)
-        /// This factor can't open the vault now; try the next one.
-        case next(VaultFailure)
-        /// Stop the whole unlock (the client can't answer questions).
-        case stop(VaultFailure)
+/// The unlock policy as a plain value: which factors may open the vault now
+/// and in what order, what a locked client is told to try, and what guards
+/// the sessions at rest. The `Vault` actor builds one from its state for each
+/// decision (`Vault.policy`); nothing here reads the store, the keyring or
+/// the clock, so every rule can be tested on its own (UnlockPolicyTests).
+///
+/// The order: the enrolled factors by rank (fingerprint, PIN), then a fresh
+/// login with any configured provider. A presence factor (fingerprint) counts
+/// only while its soft unlock lives in memory (docs/key-hierarchy.md).
+struct UnlockPolicy {
+    /// The registered factors, in policy (rank) order.
+    var factors: [FactorDescriptor]
+    /// Keyslot rows by id: the wraps that open the vault key, and factor records.
+    var slots: [String: KeyslotRow]
+    /// The factors whose slot is a secret wrap (the PIN).
+    var secretFactors: Set<String>
+    /// Presence factors whose soft unlock is in memory.
+    var liveSoftUnlocks: Set<FactorID>
+    /// The providers a fresh login can use, by id.
+    var loginProviders: [String]
+
+    /// A PIN (any secret factor) is enrolled: then it alone opens the vault key at rest.
+    var hasSecretFactor: Bool { slots.values.contains { secretFactors.contains($0.factor) } }
+
+    /// Factors with a slot, in policy order.
+    var enrolledFactors: [FactorID] { factors.map(\.id).filter { slots[$0.rawValue] != nil } }
+
+    /// Enrolled factors that can open the vault now, in policy order. A v1
+    /// fingerprint slot still wraps the vault key itself, until its next match migrates it.
+    var usableFactors: [FactorID] {
+        factors.filter { d in
+            guard slots[d.id.rawValue] != nil else { return false }
+            guard d.contribution == .presenceOnly else { return true }
+            return liveSoftUnlocks.contains(d.id) || slots[d.id.rawValue]?.version == Keyslot.legacyVersion
+        }.map(\.id)
     }
 
-    /// The factors a locked client may try, for the `locked` error: a presence
-    /// factor only while its soft box lives, then the PIN, then every login.
-    func lockedFactorList() -> [String] { usableFactors.map(\.rawValue) + providers.loginProviders.map(\.id) }
+    /// What a locked client may try, for the `locked` error: the usable
+    /// factors, then every login.
+    var lockedFactorList: [String] { usableFactors.map(\.rawValue) + loginProviders }
+
+    /// Some slot still opens the vault key (the device slot or the PIN's).
+    var canOpenVaultKey: Bool { slots.values.contains { Keyslot.isWrap($0, secretFactors: secretFactors) } }
 
     /// The `locked` answer, with the factors to try and a next step that works:
     /// when no slot can open the vault key any more, the login (a new session)
     /// and `vaultctl reset`, never a way that cannot work.
     func lockedFailure() -> VaultFailure {
-        guard slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) else {
+        guard canOpenVaultKey else {
             return VaultFailure(.locked, message: Messages.vaultUnopenable,
-                                extra: ["factors": .array(providers.loginProviders.map { .string($0.id) })])
+                                extra: ["factors": .array(loginProviders.map { .string($0) })])
         }
-        return .locked(factors: lockedFactorList())
+        return .locked(factors: lockedFactorList)
     }
 
     /// After a login at a locked vault with a PIN: its session works, the vault stays locked.
     func loggedInButLocked() -> VaultFailure {
         VaultFailure(.locked, message: Messages.loggedInOthersWaitForPIN,
-                     extra: ["factors": .array(lockedFactorList().map { .string($0) })])
+                     extra: ["factors": .array(lockedFactorList.map { .string($0) })])
     }
 
-    /// Enrolled factors that can open the vault now, in policy order.
-    var usableFactors: [FactorID] {
-        enrolledFactors.filter { id in
-            guard let f = factors[id], f.descriptor.contribution == .presenceOnly else { return true }
-            return softBoxes[id] != nil || slots[id.rawValue]?.version == Keyslot.legacyVersion
-        }
+    /// A presence factor asked for by name while its soft unlock is gone.
+    func softUnlockNeedsPIN(_ name: LocalizedText) -> VaultFailure {
+        VaultFailure(.locked, message: Messages.softUnlockGone(name, hasPIN: hasSecretFactor),
+                     extra: ["factors": .array(lockedFactorList.map { .string($0) })])
     }
 
-    public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
-        touch()
-        if let factor, factors[factor] == nil, let provider = providers.loginProviders.first(where: { $0.id == factor.rawValue }) {
-            // `unlock bankid`: a fresh login with that provider.
-            guard vaultKey == nil else { return }
-            guard conversation.isInteractive else { throw lockedFailure() }
-            let login = try await runLogin(provider, conversation)
-            _ = try await adopt(login, from: provider, conversation: conversation)
-            // With a PIN the login gave its own session, not the vault key.
-            if vaultKey == nil { throw loggedInButLocked() }
-            return
-        }
-        if let factor {
-            guard factors[factor] != nil else { throw unknownFactor(factor) }
-            guard slots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
-            guard usableFactors.contains(factor) || vaultKey != nil else { throw softUnlockNeedsPIN(factor) }
-        }
-        try await ensureUnlocked(conversation, preferred: factor)
+    /// The factors an unlock tries, in order: the one asked for, or every usable one.
+    func candidates(preferred: FactorID?) -> [FactorID] { preferred.map { [$0] } ?? usableFactors }
+
+    /// One sentence on what guards the sessions at rest, when it is only the
+    /// device key (no PIN) and an unlock method is set up: the threat model's
+    /// "fingerprint without a PIN".
+    var atRestWarning: LocalizedText? {
+        guard !hasSecretFactor, !enrolledFactors.isEmpty else { return nil }
+        return Messages.fingerprintWithoutPIN
     }
 
-    /// Single-flight: while one unlock runs, other requests wait for its outcome
-    /// instead of prompting the person a second time.
-    func ensureUnlocked(_ conversation: any ClientConversation, preferred: FactorID?) async throws(VaultFailure) {
-        if vaultKey != nil { return }
-        if let running = pendingUnlock {
-            try await running.value.get()
-            return
-        }
-        guard conversation.isInteractive else { throw lockedFailure() }
-        let task = Task { await self.runPolicy(conversation, preferred: preferred) }
-        pendingUnlock = task
-        let result = await task.value
-        pendingUnlock = nil
-        try result.get()
-    }
-
-    func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
-        if vaultKey != nil { return .success(()) }
-        failedBeforeFallback = []
-        let candidates = preferred.map { [$0] } ?? usableFactors
-        let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
-        var last: VaultFailure?
-        for (index, id) in candidates.enumerated() {
-            guard let factor = factors[id], let slot = slots[id.rawValue] else { continue }
-            if case .unavailable(let reason) = await factor.probe() {
-                last = VaultFailure(.factorUnavailable, message: reason)
-                continue
-            }
-            switch await attempt(factor, slot: slot, conversation) {
-            case .opened(let vk):
-                failedBeforeFallback = []
-                // The PIN opens the vault for good; a presence factor only reopens it.
-                if factor.descriptor.contribution == .presenceOnly {
-                    table.setVaultKey(vk, now: now())
-                    resealWaitingSessions(vk)
-                } else {
-                    openHard(vk)
-                }
-                touch()
-                audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-                return .success(())
-            case .stop(let failure):
-                return .failure(failure)
-            case .next(let failure):
-                last = failure
-                if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
-                // Say why before offering the next way in.
-                if index < candidates.count - 1 || loginFallback { await conversation.show(failure.message) }
-            }
-        }
-        // Last resort: a fresh login with a provider whose slot opens the vault.
-        if loginFallback {
-            return await unlockByLogin(conversation, after: last)
-        }
-        return .failure(last ?? lockedFailure())
-    }
-
-    func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation) async -> Attempt {
-        let d = factor.descriptor
-        var round = 0
-        while true {
-            if d.throttle != nil {
-                guard let counter = try? store.failureCounter(factor: d.id.rawValue) else {
-                    return .next(.internal())
-                }
-                let wait = Int(counter.lockedUntil) - Int(now())
-                if wait > 0 { return .next(.lockedOut(retryAfter: wait, factors: lockedFactorList())) }
-            }
-            let proof: FactorProof
-            do {
-                proof = try await factor.verify(conversation, slot: EnrolledSlot(
-                    factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
-            } catch {
-                if error == .notInteractive { return .stop(lockedFailure()) }
-                // Too many failed scans is the fingerprint fallback: after it the
-                // PIN or a login is needed once before it reopens the vault (as on phones).
-                if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
-                audit.record("unlock", factor: d.id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
-                return .next(failure(from: error))
-            }
-            round += 1
-            switch d.contribution {
-            case .lowEntropySecret:
-                guard let throttle = d.throttle else { return .next(.internal()) }
-                // Count the attempt durably *before* checking it, together with the
-                // lockout a failure brings, in one transaction: killing vaultd
-                // between here and the answer gives no free guess and no escape
-                // from the lockout. A right answer resets both.
-                let counter: FailureCounter
-                let started = Int64(now())
-                do {
-                    counter = try store.recordAttempt(factor: d.id.rawValue) { failures in
-                        let delay = throttle.delay(afterFailures: failures)
-                        return delay > 0 ? started + Int64(delay) : 0
-                    }
-                } catch {
-                    logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
-                    return .next(.internal())
-                }
-                testPauseAfterCounterWrite()
-                if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: proof.contribution) {
-                    try? store.resetFailures(factor: d.id.rawValue)
-                    return .opened(vk)
-                }
-                audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
-                             detail: ["failures": .int(Int64(counter.failures))], requester: conversation.requester)
-                let delay = throttle.delay(afterFailures: counter.failures)
-                if delay > 0 {
-                    audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
-                                 detail: ["seconds": .int(Int64(delay)), "failures": .int(Int64(counter.failures))],
-                                 requester: conversation.requester)
-                    return .next(.lockedOut(retryAfter: delay, factors: lockedFactorList()))
-                }
-                // Wrong, but free tries remain: say so and ask again.
-                await conversation.show(Messages.noMatch(attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures)))
-            case .presenceOnly:
-                return presenceOutcome(factor, record: slot, proof: proof, conversation)
-            }
-        }
-    }
-
-    /// A presence factor said the person is there: its proof opens the soft box
-    /// when the enrollment is the one on record. A record whose MAC fails was
-    /// edited or is of another version: kept, not used, and said so. A good
-    /// record with another digest is an enrollment change: the record and the
-    /// soft box go, and the person goes to BankID/Vipps. Never a key slot is
-    /// deleted here: the vault key's own slot is the device or PIN wrap.
-    func presenceOutcome(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
-                         _ conversation: any ClientConversation) -> Attempt {
-        let d = factor.descriptor
-        if record.version == Keyslot.legacyVersion {
-            return migrateLegacyPresence(factor, record: record, proof: proof, conversation)
-        }
-        let check = Keyslot.check(record, deviceKey: deviceKey)
-        guard case .intact(let binding) = check, let digest = Keyslot.digest(in: binding) else {
-            let newer = check == .newerVersion
-            audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: conversation.requester)
-            return .next(VaultFailure(.factorUnavailable, message: newer ? Messages.factorRecordNewer(d.displayName)
-                                                                         : Messages.factorRecordDamaged(d.displayName)))
-        }
-        guard Sodium.constantTimeEqual(digest, proof.enrollmentState) else {
-            enrollmentChanged(d, conversation)
-            return .next(enrollmentChangedFailure(d))
-        }
-        guard let vk = liveSoftBox(d.id)?.open(factor: d.id, digest: proof.enrollmentState) else {
-            return .next(softUnlockNeedsPIN(d.id))
-        }
-        return .opened(vk)
-    }
-
-    func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {
-        do {
-            try store.updateKeyslots(put: [], delete: [d.id.rawValue])
-            try store.setMeta("stale:\(d.id.rawValue)", [1])
-        } catch {
-            logger.error("could not clear a stale enrollment record", metadata: ["error": "\(error)"])
-        }
-        slots[d.id.rawValue] = nil
-        softBoxes[d.id] = nil
-        audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "record_removed", requester: conversation.requester)
-    }
-
-    func enrollmentChangedFailure(_ d: FactorDescriptor) -> VaultFailure {
-        if d.id == .fingerprint { return VaultFailure(.enrollmentChanged) }
-        let name = d.displayName
-        return VaultFailure(.enrollmentChanged, message: LocalizedText(
-            en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
-            nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen."))
-    }
-
-    /// A v1 slot (fingerprint-only vault, no other way in): it still wraps VK
-    /// under DK and the digest. Its first match moves the vault to v2: a device
-    /// wrap and a record, in one transaction.
-    func migrateLegacyPresence(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
-                               _ conversation: any ClientConversation) -> Attempt {
-        let d = factor.descriptor
-        guard let vk = try? Keyslot.openLegacy(record, deviceKey: deviceKey, enrollmentState: proof.enrollmentState) else {
-            enrollmentChanged(d, conversation)
-            return .next(enrollmentChangedFailure(d))
-        }
-        do {
-            let t = Int64(now())
-            let rows = [try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: t),
-                        try Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: t)]
-            try store.updateKeyslots(put: rows, delete: [])
-            for row in rows { slots[row.id] = row }
-        } catch {
-            logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
-        }
-        return .opened(vk)
-    }
-
-    func softUnlockNeedsPIN(_ id: FactorID) -> VaultFailure {
-        let name = factors[id]?.descriptor.displayName ?? LocalizedText(en: id.rawValue, nb: id.rawValue)
-        return VaultFailure(.locked, message: hasSecretFactor
-            ? LocalizedText(en: "Enter your PIN once; after that \(name.en) opens the vault again.",
-                            nb: "Skriv inn PIN-koden én gang; etter det åpner \(name.nb) hvelvet igjen.")
-            : LocalizedText(en: "Log in with BankID or Vipps once; after that \(name.en) opens the vault again.",
-                            nb: "Logg inn med BankID eller Vipps én gang; etter det åpner \(name.nb) hvelvet igjen."),
-            extra: ["factors": .array(lockedFactorList().map { .string($0) })])
-    }
-
-    func failure(from error: FactorError) -> VaultFailure {
-        switch error {
-        case .cancelled: return VaultFailure(.cancelled)
-        case .noMatch: return .noMatch(attemptsLeft: 0)
-        case .tooManyAttempts:
-            return VaultFailure(.noMatch, message: LocalizedText(
-                en: "That did not match several times. Use your PIN, or log in with BankID or Vipps.",
-                nb: "Det stemte ikke flere ganger. Bruk PIN-koden, eller logg inn med BankID eller Vipps."),
-                extra: ["attempts_left": 0])
-        case .unavailable(let reason): return VaultFailure(.factorUnavailable, message: reason)
-        case .rejected(let reason): return VaultFailure(.badRequest, message: reason)
-        case .notInteractive: return lockedFailure()
-        case .timeout:
-            return VaultFailure(.timeout, message: LocalizedText(
-                en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen."))
-        }
-    }
-
-    func outcomeName(_ error: FactorError) -> String {
-        switch error {
-        case .cancelled: return "cancelled"
-        case .noMatch: return "no_match"
-        case .tooManyAttempts: return "too_many_attempts"
-        case .unavailable: return "unavailable"
-        case .rejected: return "rejected"
-        case .notInteractive: return "not_interactive"
-        case .timeout: return "timeout"
-        }
-    }
-
-    func unknownFactor(_ id: FactorID) -> VaultFailure {
-        let known = order.map(\.rawValue).joined(separator: ", ")
-        return .badRequest(LocalizedText(en: "There is no unlock method called “\(id.rawValue)”. Choose one of: \(known).",
-                                         nb: "Det finnes ingen opplåsingsmåte som heter «\(id.rawValue)». Velg en av: \(known)."))
-    }
-
-    // MARK: - Enroll, disable
-
-    /// Sets a factor up (or again, replacing its slot). Needs the vault unlocked.
-    /// A PIN gets a wrap of the vault key and replaces the device slot in the same
-    /// transaction; a presence factor gets a record of its enrollment and a soft
-    /// box. Setting up a presence factor again after its enrollment changed needs
-    /// a strong login in this run (`reenrollNeedsStrongLogin`).
-    public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        touch()
-        guard let factor = factors[id] else { throw unknownFactor(id) }
-        if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
-        try await ensureUnlocked(conversation, preferred: nil)
-        let d = factor.descriptor
-        if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
-            audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
-            throw VaultFailure(.notEnrolled, message: Messages.reenrollNeedsStrongLogin)
-        }
-        let proof: FactorProof
-        do {
-            proof = try await factor.enroll(conversation)
-        } catch {
-            audit.record("enroll", factor: id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
-            throw failure(from: error)
-        }
-        guard let vk = vaultKey else { throw lockedFailure() }
-        let row: KeyslotRow
-        do {
-            if d.contribution == .lowEntropySecret {
-                guard let secret = proof.contribution else { throw SodiumError.malformed("missing secret contribution") }
-                row = try Keyslot.makeWrap(id: id.rawValue, factor: id.rawValue, vaultKey: vk, deviceKey: deviceKey,
-                                           secret: secret, cost: config.pinCost, now: Int64(now()))
-            } else {
-                row = try Keyslot.makePresenceRecord(id: id.rawValue, factor: id.rawValue, proof: proof, deviceKey: deviceKey, now: Int64(now()))
-            }
-        } catch {
-            logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
-            throw .internal()
-        }
-        // A PIN replaces the device slot in one transaction: from here on no
-        // slot that the device key alone opens exists (the at-rest rule).
-        let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
-        try storeCall { () throws(StoreError) in
-            try store.updateKeyslots(put: [row], delete: replaced)
-            try store.resetFailures(factor: id.rawValue)
-            if try store.meta("stale:\(id.rawValue)") != nil { try store.setMeta("stale:\(id.rawValue)", []) }
-        }
-        for gone in replaced { slots[gone] = nil }
-        slots[id.rawValue] = row
-        if d.contribution == .presenceOnly {
-            softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
-        }
-        audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-        await conversation.show(LocalizedText(en: "\(d.displayName.en) is set up.", nb: "\(d.displayName.nb) er satt opp."))
-        return await status(of: factor)
-    }
-
-    func isStale(_ id: FactorID) -> Bool {
-        guard let stale = try? store.meta("stale:\(id.rawValue)") else { return false }
-        return !stale.isEmpty
-    }
-
-    /// Destroys a factor's slot. Needs presence (an unlocked vault) and a
-    /// confirmation. Removing the last secret factor puts the device slot back
-    /// in the same transaction, so there is always exactly one wrap of the vault
-    /// key and the sessions stay reachable.
-    public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        touch()
-        guard let factor = factors[id] else { throw unknownFactor(id) }
-        guard slots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
-        try await ensureUnlocked(conversation, preferred: nil)
-        if !confirmed {
-            let name = factor.descriptor.displayName
-            let yes: Bool
-            do {
-                yes = try await conversation.confirm(LocalizedText(
-                    en: "Turn off \(name.en) unlock? You can set it up again later.",
-                    nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere."))
-            } catch {
-                if error == .notInteractive {
-                    throw .badRequest(LocalizedText(
-                        en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
-                        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient."))
-                }
-                throw failure(from: error)
-            }
-            guard yes else { throw VaultFailure(.cancelled) }
-        }
-        guard let vk = vaultKey else { throw lockedFailure() }
-        var put: [KeyslotRow] = []
-        let otherWraps = slots.values.filter { $0.id != id.rawValue && Keyslot.isWrap($0, secretFactors: secretFactors) }
-        if otherWraps.isEmpty {
-            do {
-                put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now())))
-            } catch {
-                throw .internal()
-            }
-        }
-        let newSlots = put
-        try storeCall { () throws(StoreError) in
-            try store.updateKeyslots(put: newSlots, delete: [id.rawValue])
-            try store.resetFailures(factor: id.rawValue)
-        }
-        slots[id.rawValue] = nil
-        softBoxes[id] = nil
-        for row in put { slots[row.id] = row }
-        audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-        return await status(of: factor)
-    }
-
-    /// A debug-build hook for the crash test: pause right after the failure
-    /// counter is durable and before the PIN is checked, so a test can kill -9 here.
-    func testPauseAfterCounterWrite() {
-        #if DEBUG
-        if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
-            _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
-            Thread.sleep(forTimeInterval: 30)
-        }
-        #endif
-    }
+    /// What a session sealed under the vault key waits for while it is locked.
+    var sessionWaits: LocalizedText { hasSecretFactor ? Messages.sessionWaitsForPIN : Messages.sessionWaitsForUnlock }
 }

@@ -31,50 +31,10 @@ public struct ReleasedSession: Sendable {
     public var expiresAt: Int64?
     public var meta: SessionMeta
 
-    /// Everything in `json` after the access token, already serialized
-    /// (`,"account":…}`), when the release came from the session table.
-    public var resultTail: [UInt8]?
-
     public init(accessToken: String, expiresAt: Int64?, meta: SessionMeta) {
         self.accessToken = accessToken
         self.expiresAt = expiresAt
         self.meta = meta
-    }
-
-    /// The whole answer line for request `id`: the same bytes as
-    /// `Response.success(id:result: json).encoded()`, written without building
-    /// the JSON tree when the fixed part is at hand (the release fast path).
-    public func answer(id: JSON) -> [UInt8] {
-        // Over the token's own UTF-8 buffer: `utf8.allSatisfy` on the string
-        // view was 4.5 % of vaultd's time in a release benchmark.
-        let written = resultTail.flatMap { tail in
-            accessToken.utf8.withContiguousStorageIfAvailable { token -> [UInt8]? in
-                for byte in token where byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F {
-                    return nil   // needs escaping: the general writer does that
-                }
-                var out: [UInt8] = []
-                out.reserveCapacity(48 + token.count + tail.count)
-                out.append(contentsOf: #"{"id":"#.utf8)
-                id.write(into: &out)
-                out.append(contentsOf: #","ok":true,"result":{"access_token":""#.utf8)
-                out.append(contentsOf: token)
-                out.append(UInt8(ascii: "\""))
-                out.append(contentsOf: tail)
-                out.append(contentsOf: "}\n".utf8)
-                return out
-            } ?? nil
-        }
-        return written ?? Response.success(id: id, result: json).encoded()
-    }
-
-    /// `json` without the access token, serialized: what `resultTail` holds.
-    static func tail(of meta: SessionMeta) -> [UInt8] {
-        guard case .object(var o) = ReleasedSession(accessToken: "", expiresAt: meta.accessExpiresAt, meta: meta).json else { return [] }
-        o["access_token"] = nil
-        var out = JSON.object(o).serialized()
-        // `{"account":…}` → `,"account":…}`: keys sort after "access_token".
-        if !out.isEmpty { out[0] = UInt8(ascii: ",") }
-        return out
     }
 
     public var json: JSON {
@@ -122,8 +82,6 @@ public struct ImportRequest: Sendable {
 public actor Vault {
     let store: VaultStore
     let deviceKey: SecureBytes
-    /// Seals session metadata so `status` can list accounts while locked.
-    let metaKey: SecureBytes
     public nonisolated let audit: AuditLog
     let factors: [FactorID: any UnlockFactor]
     /// Registered factors in unlock-policy order.
@@ -137,9 +95,9 @@ public actor Vault {
     var rateLimiter = LoginRateLimiter()
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
-    /// Rotated refresh tokens the store refused, held until it takes them, and
-    /// whether shutdown has begun (Refresh.swift).
-    var refreshHold = RefreshHold()
+    /// The session records, sealed and opened, and the rotations the store
+    /// refused (Sessions.swift).
+    var sessions: Sessions
     /// Set by a login; the next interactive hand-over offers factor enrollment once.
     var enrollmentOfferPending = false
     /// Offers the person declined: not repeated while this vaultd runs.
@@ -148,16 +106,14 @@ public actor Vault {
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []
 
-    var slots: [String: KeyslotRow] = [:]
+    /// The keyslot rows, in the store and in memory (Keyslots.swift).
+    var keyslots: Keyslots
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
     var softBoxes: [FactorID: SoftUnlock] = [:]
-    /// The vault's public key: a session stored while the vault key is out of
-    /// reach is sealed for it (docs/key-hierarchy.md). Nil on a vault nobody can open.
-    var vaultPublicKey: [UInt8]?
     /// When a login that met its provider's re-enrollment level last finished in
     /// this run: setting a changed fingerprint up again needs one.
     var strongLoginAt: Double?
@@ -179,28 +135,29 @@ public actor Vault {
         self.factors = byID
         self.order = factors.sorted { $0.descriptor.rank < $1.descriptor.rank }.map { $0.descriptor.id }
         self.secretFactors = Set(factors.filter { $0.descriptor.contribution == .lowEntropySecret }.map { $0.descriptor.id.rawValue })
+        let metaKey: SecureBytes
         do {
-            self.metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
+            metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
         } catch {
             throw .crypto("\(error)")
         }
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
-        self.slots = opened.slots
-        self.vaultPublicKey = opened.publicKey
+        self.keyslots = opened.keyslots
         let started = Date().timeIntervalSince1970
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
+        self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
         // the vault key goes only into its soft box: the vault starts locked and a
         // scan opens it. With none, the vault is simply open.
         if let vk = opened.vaultKey {
-            softBoxes = Vault.softBoxes(for: byID, slots: opened.slots, vaultKey: vk, deviceKey: deviceKey, since: started)
+            softBoxes = Vault.softBoxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
             if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
         }
     }
 
     private struct Opened {
-        var slots: [String: KeyslotRow]
+        var keyslots: Keyslots
         var vaultKey: SecureBytes?
         var publicKey: [UInt8]?
         var entries: [String: SessionTable.Entry]
@@ -221,8 +178,7 @@ public actor Vault {
             } else {
                 try store.setMeta("device_key_check", check)
             }
-            var slots: [String: KeyslotRow] = [:]
-            for row in try store.keyslots() { slots[row.id] = row }
+            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, secretFactors: secretFactors)
             let rows = try store.sessions()
             var vaultKey: SecureBytes?
             let now = Int64(Date().timeIntervalSince1970)
@@ -231,20 +187,19 @@ public actor Vault {
                 // (the seeds' "standard session token resumption" without biometrics).
                 let vk = try SecureBytes.random(count: 32)
                 let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
-                try store.updateKeyslots(put: [device], delete: [])
-                slots[device.id] = device
+                try slots.replace(put: [device], delete: [])
                 vaultKey = vk
                 logger.info("created a new vault")
             } else {
-                vaultKey = try migrateLegacySlots(&slots, store: store, deviceKey: deviceKey, secretFactors: secretFactors, logger: logger)
-                if vaultKey == nil, let device = slots[Keyslot.deviceSlotID] {
+                vaultKey = try slots.migrateLegacy(logger: logger)
+                if vaultKey == nil, slots[Keyslot.deviceSlotID] != nil {
                     // A device slot that fails to open (edited, or another vault's) is
                     // kept: deleting it could leave sessions nobody can open.
-                    vaultKey = try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+                    vaultKey = slots.openDeviceWrap()
                     if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
                 }
             }
-            if !slots.values.contains(where: { Keyslot.isWrap($0, secretFactors: secretFactors) }) {
+            if !slots.hasWrap {
                 logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
             }
             let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store) } ?? store.meta(SessionSealing.publicKeyMeta)
@@ -260,7 +215,7 @@ public actor Vault {
                 }
                 entries[row.id] = SessionTable.Entry(meta: meta, row: row)
             }
-            return Opened(slots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
+            return Opened(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
         } catch let e as VaultStartupError {
             throw e
         } catch let e as StoreError {
@@ -309,14 +264,14 @@ public actor Vault {
     /// "standard session token resumption". Locking it would only hide
     /// sessions for no gain. Login records don't count: they are the fallback.
     var guardedByDeviceKeyOnly: Bool {
-        slots[Keyslot.deviceSlotID] != nil && !order.contains { slots[$0.rawValue] != nil }
+        keyslots[Keyslot.deviceSlotID] != nil && !order.contains { keyslots[$0.rawValue] != nil }
     }
 
-    /// A PIN (any secret factor) is enrolled: then it alone opens the vault key at rest.
-    var hasSecretFactor: Bool { slots.values.contains { secretFactors.contains($0.factor) } }
-
-    /// Factors with a slot, in policy order.
-    var enrolledFactors: [FactorID] { order.filter { slots[$0.rawValue] != nil } }
+    /// The unlock policy over the state as it is now.
+    var policy: UnlockPolicy {
+        UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: keyslots.rows, secretFactors: secretFactors,
+                     liveSoftUnlocks: Set(softBoxes.keys), loginProviders: providers.loginProviders.map(\.id))
+    }
 
     // MARK: - Status
 
@@ -329,34 +284,29 @@ public actor Vault {
         return out
     }
 
+    /// A factor's state and its label for `status`; the sentences are the
+    /// message catalog's (`Messages.factorLabel…`).
     func status(of factor: any UnlockFactor) async -> FactorStatus {
         let d = factor.descriptor
         let name = d.displayName
         if case .unavailable(let reason) = await factor.probe() {
-            // The reason's first sentence is the short label ("Fingerprint reader not found").
-            func first(_ s: String) -> String { s.components(separatedBy: ". ").first.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 } ?? s }
-            return FactorStatus(factor: d.id, state: .unavailable, label: LocalizedText(en: first(reason.en), nb: first(reason.nb)))
+            return FactorStatus(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
         }
-        guard slots[d.id.rawValue] != nil else {
-            if let stale = try? store.meta("stale:\(d.id.rawValue)"), !stale.isEmpty {
-                let why = d.id == .fingerprint
-                    ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
-                    : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
-                return FactorStatus(factor: d.id, state: .notEnrolled, label: LocalizedText(
-                    en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))"))
+        guard keyslots[d.id.rawValue] != nil else {
+            if keyslots.isStale(d.id.rawValue) {
+                return FactorStatus(factor: d.id, state: .notEnrolled,
+                                    label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
             }
-            return FactorStatus(factor: d.id, state: .notEnrolled,
-                                label: LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp"))
+            return FactorStatus(factor: d.id, state: .notEnrolled, label: Messages.factorLabelNotSetUp(name))
         }
         if d.throttle != nil, let counter = try? store.failureCounter(factor: d.id.rawValue) {
             let wait = Int(counter.lockedUntil) - Int(now())
             if wait > 0 {
-                return FactorStatus(factor: d.id, state: .lockedOut, label: LocalizedText(
-                    en: "\(name.en) locked — try again in \(Messages.duration(wait, .en))",
-                    nb: "\(name.nb) er sperret — prøv igjen om \(Messages.duration(wait, .nb))"), retryAfter: wait)
+                return FactorStatus(factor: d.id, state: .lockedOut, label: Messages.factorLabelLockedOut(name, seconds: wait),
+                                    retryAfter: wait)
             }
         }
-        if d.contribution == .presenceOnly, let row = slots[d.id.rawValue], row.version != Keyslot.legacyVersion {
+        if d.contribution == .presenceOnly, let row = keyslots[d.id.rawValue], row.version != Keyslot.legacyVersion {
             switch Keyslot.check(row, deviceKey: deviceKey) {
             case .intact: break
             case .damaged: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
@@ -366,25 +316,13 @@ public actor Vault {
         if d.contribution == .presenceOnly, liveSoftBox(d.id) == nil {
             // A soft unlock: after a restart, its time limit or a fallback, the PIN
             // (or a login) is needed once before it works again.
-            return FactorStatus(factor: d.id, state: .enabled, label: hasSecretFactor
-                ? LocalizedText(en: "\(name.en) enabled — enter your PIN once to use it",
-                                nb: "\(name.nb) er slått på — skriv inn PIN-koden én gang for å bruke den")
-                : LocalizedText(en: "\(name.en) enabled — log in once to use it",
-                                nb: "\(name.nb) er slått på — logg inn én gang for å bruke den"))
+            return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabledAfterOnce(name, hasPIN: policy.hasSecretFactor))
         }
-        return FactorStatus(factor: d.id, state: .enabled,
-                            label: LocalizedText(en: "\(name.en) enabled", nb: "\(name.nb) er slått på"))
+        return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name, detail: d.enabledDetail))
     }
 
-    /// One sentence on what guards the sessions at rest, when it is only the
-    /// device key (no PIN): the threat model's "fingerprint without a PIN".
-    public func atRestWarning() -> LocalizedText? {
-        guard !hasSecretFactor else { return nil }
-        if order.contains(where: { slots[$0.rawValue] != nil }) {
-            return Messages.fingerprintWithoutPIN
-        }
-        return nil
-    }
+    /// One sentence on what guards the sessions at rest, when it is only the device key.
+    public func atRestWarning() -> LocalizedText? { policy.atRestWarning }
 
     public struct AccountInfo: Sendable {
         public var account: String
@@ -400,7 +338,7 @@ public actor Vault {
 
     public func accounts() -> [AccountInfo] {
         let vk = vaultKey
-        let waiting = hasSecretFactor ? Messages.sessionWaitsForPIN : Messages.sessionWaitsForUnlock
+        let waiting = policy.sessionWaits
         return table.allEntries().values.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
@@ -428,9 +366,9 @@ public actor Vault {
         // Re-resolve: the state may have changed while we waited for the person.
         let id = try table.pick(account)
         // Stored while the vault key was away, and its record key wiped by a lock since.
-        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { resealWaitingSessions(vk) }
+        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { sessions.resealWaiting(vk) }
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
-        guard let key = entry.key(vaultKey: vaultKey) else { throw lockedFailure() }
+        guard let key = entry.key(vaultKey: vaultKey) else { throw policy.lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
         await offerPendingReenrollment(conversation)
         return released
@@ -439,79 +377,6 @@ public actor Vault {
     /// Refresh this long before the access token expires, so an app never gets
     /// a token that dies in its hands.
     static let refreshWindow: Int64 = 60
-
-    /// What the fast path did with a request.
-    public enum FastRelease: Sendable {
-        case released(ReleasedSession)
-        /// The session is being refreshed: the waiter is called when that settles.
-        case waiting
-        /// Take the full path.
-        case fullPath
-    }
-
-    public typealias RefreshWaiter = @Sendable (Result<ReleasedSession, VaultFailure>) -> Void
-
-    /// The fast path, callable from any thread: releases at once when the vault
-    /// is unlocked and the access token is fresh. A token that is due (within
-    /// the refresh window, or `minValid`) is refreshed with the request waiting
-    /// as the waiter `orWait` makes: the first such request starts the refresh,
-    /// the rest join it. A hundred apps waking together so cost a lock each,
-    /// not a task and a turn on the actor each while the token call waits for
-    /// a core. The token a refresh brings is returned even if shorter-lived than
-    /// `minValid`, as on the full path. `.fullPath` for the rest: locked, or an
-    /// unknown or ambiguous account, which may need the person or a precise error.
-    public nonisolated func releaseIfReady(account: String?, minValid: Int64 = 0,
-                                           orWait waiter: () -> RefreshWaiter) -> FastRelease {
-        withoutActuallyEscaping(waiter) { release(account: account, minValid: minValid, orWait: $0) }
-    }
-
-    /// The fast path for a caller that cannot wait (the server's release lane):
-    /// the session when its token is fresh, else nil, and the request takes a
-    /// path that can wait. Nothing is joined or started.
-    public nonisolated func releaseIfFresh(account: String?, minValid: Int64 = 0) -> ReleasedSession? {
-        guard case .released(let released) = release(account: account, minValid: minValid, orWait: nil) else { return nil }
-        return released
-    }
-
-    private nonisolated func release(account: String?, minValid: Int64, orWait waiter: (() -> RefreshWaiter)?) -> FastRelease {
-        let nowS = now()
-        guard let (key, id, entry) = table.releasable(account, now: nowS) else { return .fullPath }
-        if let exp = entry.meta.accessExpiresAt, exp - Int64(nowS) <= max(Vault.refreshWindow, minValid) {
-            guard let waiter else { return .fullPath }
-            if table.joinRefresh(id, waiter()) == .claimed {
-                Task(priority: .high) { await self.refreshForWaiters(id: id, minValid: minValid) }
-            }
-            return .waiting
-        }
-        guard let token = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.accessToken(in:)) else { return .fullPath }
-        var released = ReleasedSession(accessToken: token, expiresAt: entry.meta.accessExpiresAt, meta: entry.meta)
-        released.resultTail = entry.resultTail
-        return .released(released)
-    }
-
-    /// The secret half of a session, opened with the vault key.
-    nonisolated func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
-        guard let secret = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.init(bytes:)) else {
-            logger.error("a session record failed to open", metadata: ["record": "\(id)"])
-            throw .internal()
-        }
-        return secret
-    }
-
-    /// Opens the secret half into a wiped temporary buffer and hands it to
-    /// `read`; nil from `read` passes through. The release fast path reads only
-    /// the access token this way and leaves anything unusual, logged or not, to
-    /// the full path.
-    nonisolated func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
-                                   reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
-        // The version column must be the one the metadata recorded: an older
-        // secret blob put back with its old version in the column is refused.
-        guard entry.meta.version == 0 || entry.meta.version == entry.row.recordVersion else { throw SodiumError.openFailed }
-        let sealed = entry.meta.sealedForVaultKey ? entry.row.sealedSecret
-            : Array(entry.row.sealedSecret.dropFirst(SessionSealing.wrappedRecordKeySize))
-        return try SecretBox.withOpened(SealedBox(bytes: sealed), key: key,
-                                        associatedData: SessionSealing.secretAD(id: id, version: entry.row.recordVersion), read)
-    }
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
         touch()
@@ -538,81 +403,15 @@ public actor Vault {
                                claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
                                hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
         let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
-        try persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
-                    auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester))
+        try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
+                             auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
+                             locked: policy.lockedFailure())
         return meta
-    }
-
-    /// A session sealed for the store: the row, its metadata as sealed in it,
-    /// and the record key when it is sealed for the PIN (kept in secure memory).
-    struct SealedSession {
-        let row: SessionRow
-        let meta: SessionMeta
-        let recordKey: SecureBytes?
-    }
-
-    /// Seals and stores a session durably. `auditing`, when given, is written
-    /// in the same transaction: one commit for the change and its record.
-    func persist(id: String, meta: SessionMeta, secret: SessionSecret, tokenForHash: String,
-                 auditing entry: AuditLog.Entry? = nil) throws(VaultFailure) {
-        try save(id: id, sealed: try seal(id: id, meta: meta, secret: secret, tokenForHash: tokenForHash), auditing: entry)
-    }
-
-    /// Seals a session: under the vault key, or, while it is out of reach,
-    /// under the session's record key (sealed for the PIN: `sealSecret`). Each
-    /// write counts up the record's version, which is in the secret's
-    /// associated data and in the metadata, so an older blob put back is refused.
-    func seal(id: String, meta input: SessionMeta, secret: SessionSecret, tokenForHash: String) throws(VaultFailure) -> SealedSession {
-        var plain = secret.serialized()
-        defer { Sodium.wipe(&plain) }
-        let existing = table.entry(id)
-        var meta = input
-        do {
-            meta.version = (existing?.row.recordVersion ?? 0) + 1
-            let sealed = try sealSecret(plain, id: id, version: meta.version, existing: existing)
-            meta.sealedForVaultKey = sealed.recordKey == nil
-            let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
-            let nowS = Int64(now())
-            let row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
-                                 sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
-                                 recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
-            return SealedSession(row: row, meta: meta, recordKey: sealed.recordKey)
-        } catch let failure as VaultFailure {
-            throw failure
-        } catch {
-            logger.error("sealing a session failed", metadata: ["error": "\(error)"])
-            throw .internal()
-        }
-    }
-
-    /// Stores a sealed session durably (with its audit entry in the same commit), then indexes it.
-    func save(id: String, sealed: SealedSession, auditing entry: AuditLog.Entry?) throws(VaultFailure) {
-        if let entry {
-            try storeCall { () throws(StoreError) in try store.putSession(sealed.row, auditing: entry.make) }
-            audit.written(entry)
-        } else {
-            try storeCall { () throws(StoreError) in try store.putSession(sealed.row) }
-        }
-        table.put(id, SessionTable.Entry(meta: sealed.meta, row: sealed.row, recordKey: sealed.recordKey))
     }
 
     public struct LogoutResult: Sendable {
         public var removed: Int
         public var revokedAtProvider: Int
-    }
-
-    /// Re-seals only the metadata half (claims changed); works while locked.
-    func persistMeta(id: String, meta: SessionMeta, row: SessionRow) throws(VaultFailure) {
-        var updated = row
-        do {
-            updated.sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id)).bytes
-        } catch {
-            throw .internal()
-        }
-        updated.updatedAt = Int64(now())
-        let final = updated
-        try storeCall { () throws(StoreError) in try store.putSession(final) }
-        table.put(id, SessionTable.Entry(meta: meta, row: final, recordKey: table.entry(id)?.recordKey))
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their
@@ -636,7 +435,7 @@ public actor Vault {
         if let vk = vaultKey {
             for (id, entry) in targets {
                 guard let provider = providers.provider(for: entry.meta),
-                      let secret = try? openSecret(id: id, entry: entry, key: vk) else { continue }
+                      let secret = try? sessions.openSecret(id: id, entry: entry, key: vk) else { continue }
                 if let rt = secret.refreshToken {
                     revocations.append((provider, rt, true))
                 } else if let at = secret.accessToken {
@@ -646,11 +445,11 @@ public actor Vault {
         }
         var removed = 0
         if all {
-            removed = try storeCall { () throws(StoreError) in try store.deleteAllSessions() }
+            removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
             table.removeAll()
         } else {
             for (id, _) in targets {
-                if try storeCall({ () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
+                if try storeCall(logger, { () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
                 table.remove(id)
             }
         }
@@ -661,20 +460,5 @@ public actor Vault {
         audit.record("logout", outcome: "ok", detail: ["count": .int(Int64(removed)), "all": .bool(all),
                                                        "revoked_at_provider": .int(Int64(confirmed))], requester: requester)
         return LogoutResult(removed: removed, revokedAtProvider: confirmed)
-    }
-
-    /// Runs a store call, turning its failure into a sentence for the person.
-    func storeCall<T>(_ body: () throws(StoreError) -> T) throws(VaultFailure) -> T {
-        do {
-            return try body()
-        } catch {
-            logger.error("store operation failed", metadata: ["error": "\(error)"])
-            if case .io = error {
-                throw VaultFailure(.internal, message: LocalizedText(
-                    en: "The vault could not save to disk (it may be full or read-only). Nothing was changed. Free some space and try again.",
-                    nb: "Hvelvet fikk ikke lagret til disken (den kan være full eller skrivebeskyttet). Ingenting ble endret. Frigjør plass og prøv igjen."))
-            }
-            throw .internal()
-        }
     }
 }

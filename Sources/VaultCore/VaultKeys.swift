@@ -16,17 +16,17 @@ extension Vault {
     func openHard(_ vk: SecureBytes) {
         let t = now()
         table.setVaultKey(vk, now: t)
-        softBoxes = Vault.softBoxes(for: factors, slots: slots, vaultKey: vk, deviceKey: deviceKey, since: t)
-        if vaultPublicKey == nil { vaultPublicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
-        resealWaitingSessions(vk)
+        softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
+        if sessions.publicKey == nil { sessions.publicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
+        sessions.resealWaiting(vk)
     }
 
     /// A soft box for every presence factor whose record is intact.
-    static func softBoxes(for factors: [FactorID: any UnlockFactor], slots: [String: KeyslotRow], vaultKey: SecureBytes,
-                          deviceKey: SecureBytes, since: Double) -> [FactorID: SoftUnlock] {
+    static func softBoxes(for factors: [FactorID: any UnlockFactor], keyslots: Keyslots, vaultKey: SecureBytes,
+                          since: Double) -> [FactorID: SoftUnlock] {
         var boxes: [FactorID: SoftUnlock] = [:]
         for (id, factor) in factors where factor.descriptor.contribution == .presenceOnly {
-            guard let row = slots[id.rawValue], case .intact(let binding) = Keyslot.check(row, deviceKey: deviceKey),
+            guard case .intact(let binding) = keyslots.check(id.rawValue),
                   let digest = Keyslot.digest(in: binding) else { continue }
             boxes[id] = try? SoftUnlock(vaultKey: vaultKey, factor: id, digest: digest, since: since)
         }
@@ -58,83 +58,6 @@ extension Vault {
         return publicKey
     }
 
-    // MARK: Migration
-
-    /// v1 stores kept login and fingerprint slots that wrapped VK under DK and
-    /// public facts. A login slot becomes an identity record at once (its facts
-    /// are stored in clear); when VK has no other way in, it is opened once to
-    /// make the device slot first. A v1 fingerprint slot's digest was never
-    /// stored, so it cannot become a record: with another way in it is dropped
-    /// and the fingerprint is set up again; without one it stays until its next
-    /// match migrates it (`attempt`). Returns VK when a slot was opened here.
-    static func migrateLegacySlots(_ slots: inout [String: KeyslotRow], store: VaultStore, deviceKey: SecureBytes,
-                                   secretFactors: Set<String>, logger: Logger) throws -> SecureBytes? {
-        let legacy = slots.values.filter { $0.version == Keyslot.legacyVersion && !Keyslot.isWrap($0, secretFactors: secretFactors) }
-        guard !legacy.isEmpty else { return nil }
-        var vaultKey: SecureBytes?
-        var put: [KeyslotRow] = []
-        var delete: [String] = []
-        var hasWrap = slots.values.contains { Keyslot.isWrap($0, secretFactors: secretFactors) }
-        for row in legacy where row.factor == "login" {
-            if !hasWrap, vaultKey == nil { vaultKey = try? Keyslot.openLegacy(row, deviceKey: deviceKey, enrollmentState: []) }
-            put.append(try Keyslot.makeRecord(id: row.id, factor: row.factor, binding: Keyslot.binding(fromJSON: row.binding),
-                                              deviceKey: deviceKey, now: row.createdAt))
-        }
-        if !hasWrap, let vk = vaultKey {
-            put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(Date().timeIntervalSince1970)))
-            hasWrap = true
-        }
-        for row in legacy where row.factor != "login" && hasWrap {
-            delete.append(row.id)
-            try store.setMeta("stale:\(row.id)", Array("updated".utf8))
-        }
-        try store.updateKeyslots(put: put, delete: delete)
-        for id in delete { slots[id] = nil }
-        for row in put { slots[row.id] = row }
-        logger.info("keyslots migrated to v2", metadata: ["records": "\(put.count)", "dropped": "\(delete.count)"])
-        return vaultKey
-    }
-
-    // MARK: Sessions sealed for the PIN
-
-    /// Seals a session's secret half: under VK when it is at hand, else under
-    /// the session's record key (kept in memory for this run), which is stored
-    /// sealed to the vault's public key in front of the box.
-    func sealSecret(_ plain: [UInt8], id: String, version: Int, existing: SessionTable.Entry?) throws -> (bytes: [UInt8], recordKey: SecureBytes?) {
-        let ad = SessionSealing.secretAD(id: id, version: version)
-        if let vk = vaultKey {
-            return (try SecretBox.seal(plain, key: vk, associatedData: ad).bytes, nil)
-        }
-        guard let publicKey = vaultPublicKey else { throw lockedFailure() }
-        let recordKey = try existing?.recordKey ?? SecureBytes.random(count: KeyDerivation.keySize)
-        let wrapped = try PublicKeyBox.seal(recordKey, to: publicKey)
-        return (wrapped + (try SecretBox.seal(plain, key: recordKey, associatedData: ad).bytes), recordKey)
-    }
-
-    /// The record key of a session that waited for VK, read with VK.
-    nonisolated func recordKey(of entry: SessionTable.Entry, vaultKey vk: SecureBytes) -> SecureBytes? {
-        guard entry.row.sealedSecret.count > SessionSealing.wrappedRecordKeySize, let pair = try? Vault.keyPair(vk) else { return nil }
-        return try? PublicKeyBox.open(Array(entry.row.sealedSecret.prefix(SessionSealing.wrappedRecordKeySize)),
-                                      publicKey: pair.publicKey, secretKey: pair.secretKey)
-    }
-
-    /// After the PIN: sessions stored while it was away are re-sealed under VK.
-    /// One that fails to open is left as it is (logged), never dropped.
-    func resealWaitingSessions(_ vk: SecureBytes) {
-        for (id, entry) in table.allEntries() where !entry.meta.sealedForVaultKey {
-            guard let rk = entry.recordKey ?? recordKey(of: entry, vaultKey: vk),
-                  let secret = try? openSecret(id: id, entry: entry, key: rk, reading: SessionSecret.init(bytes:)) else {
-                logger.error("a session stored while locked failed to open with the vault key", metadata: ["record": "\(id)"])
-                continue
-            }
-            do throws(VaultFailure) {
-                try persist(id: id, meta: entry.meta, secret: secret, tokenForHash: secret.refreshToken ?? secret.accessToken ?? "")
-            } catch {
-                logger.error("re-sealing a session under the vault key failed; it stays as it is", metadata: ["record": "\(id)"])
-            }
-        }
-    }
-
 }
 
 extension Vault {
@@ -150,7 +73,7 @@ extension Vault {
     /// vault key guarded by the device slot comes in.
     public func reset(confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> ResetResult {
         let sessions = table.count
-        let factorCount = order.filter { slots[$0.rawValue] != nil }.count
+        let factorCount = order.filter { keyslots[$0.rawValue] != nil }.count
         if !confirmed {
             let question = LocalizedText(
                 en: "Start over? This deletes \(sessions) saved session\(sessions == 1 ? "" : "s") and \(factorCount) unlock method\(factorCount == 1 ? "" : "s") (PIN, fingerprint). You will log in with BankID or Vipps again. This cannot be undone.",
@@ -178,12 +101,11 @@ extension Vault {
         } catch {
             throw .internal()
         }
-        let removed = try storeCall { () throws(StoreError) in
-            try store.reset(slots: [device], meta: [SessionSealing.publicKeyMeta: publicKey])
+        let removed = try storeCall(logger) { () throws(StoreError) in
+            try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey])
         }
-        slots = [device.id: device]
         softBoxes = [:]
-        vaultPublicKey = publicKey
+        self.sessions.publicKey = publicKey
         strongLoginAt = nil
         table.removeAll()
         table.setVaultKey(vk, now: now())

@@ -90,9 +90,12 @@ public struct FactorDescriptor: Sendable {
     /// does), with `offerText` as the one-sentence explanation.
     public var offerAfterLogin: Bool
     public var offerText: LocalizedText?
+    /// Said in brackets after "… enabled" in status lines: the hardware behind the
+    /// factor and what it cannot see ("Virtual device …. A finger deleted and …").
+    public var enabledDetail: LocalizedText?
 
     public init(id: FactorID, displayName: LocalizedText, rank: Int, contribution: ContributionKind, throttle: ThrottlePolicy? = nil,
-                offerAfterLogin: Bool = false, offerText: LocalizedText? = nil) {
+                offerAfterLogin: Bool = false, offerText: LocalizedText? = nil, enabledDetail: LocalizedText? = nil) {
         self.id = id
         self.displayName = displayName
         self.rank = rank
@@ -100,6 +103,7 @@ public struct FactorDescriptor: Sendable {
         self.throttle = throttle
         self.offerAfterLogin = offerAfterLogin
         self.offerText = offerText
+        self.enabledDetail = enabledDetail
     }
 }
 

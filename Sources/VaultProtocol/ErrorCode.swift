@@ -61,6 +61,9 @@ public struct VaultFailure: Error, Sendable, Equatable {
     public static func tooManyConnections(limit: Int) -> VaultFailure {
         VaultFailure(.rateLimited, message: Messages.tooManyConnections(limit: limit), extra: ["retry_after": .int(1)])
     }
+    public static func tooManyRequestsInFlight(limit: Int) -> VaultFailure {
+        VaultFailure(.rateLimited, message: Messages.tooManyRequestsInFlight(limit: limit), extra: ["retry_after": .int(1)])
+    }
     public static func noMatch(attemptsLeft: Int) -> VaultFailure {
         VaultFailure(.noMatch, message: Messages.noMatch(attemptsLeft: attemptsLeft),
                      extra: ["attempts_left": .int(Int64(attemptsLeft))])

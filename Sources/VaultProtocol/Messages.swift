@@ -127,10 +127,77 @@ public enum Messages {
             nb: "For mange feil forsøk. Prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
     }
 
+    // MARK: Factor labels in `status` (short: no full stop)
+
+    /// A reason's first sentence, as a short label ("Fingerprint reader not found").
+    public static func shortLabel(_ reason: LocalizedText) -> LocalizedText {
+        func first(_ s: String) -> String {
+            var sentence = Substring(s)
+            var i = s.startIndex
+            while i < s.endIndex {
+                let next = s.index(after: i)
+                if s[i] == ".", next < s.endIndex, s[next] == " " {
+                    sentence = s[..<i]
+                    break
+                }
+                i = next
+            }
+            return String(sentence.hasSuffix(".") ? sentence.dropLast() : sentence)
+        }
+        return LocalizedText(en: first(reason.en), nb: first(reason.nb))
+    }
+
+    public static func factorLabelNotSetUp(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "\(name.en) not set up", nb: "\(name.nb) er ikke satt opp")
+    }
+
+    /// Its enrollment changed (for a fingerprint: the fingers enrolled on the reader).
+    public static func factorLabelSetUpAgain(_ name: LocalizedText, fingerprints: Bool) -> LocalizedText {
+        let why = fingerprints
+            ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
+            : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
+        return LocalizedText(en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))")
+    }
+
+    public static func factorLabelLockedOut(_ name: LocalizedText, seconds: Int) -> LocalizedText {
+        LocalizedText(en: "\(name.en) locked — try again in \(duration(seconds, .en))",
+                      nb: "\(name.nb) er sperret — prøv igjen om \(duration(seconds, .nb))")
+    }
+
+    /// A fingerprint whose soft unlock is gone: the PIN (or a login) once first.
+    public static func factorLabelEnabledAfterOnce(_ name: LocalizedText, hasPIN: Bool) -> LocalizedText {
+        hasPIN
+            ? LocalizedText(en: "\(name.en) enabled — enter your PIN once to use it",
+                            nb: "\(name.nb) er slått på — skriv inn PIN-koden én gang for å bruke den")
+            : LocalizedText(en: "\(name.en) enabled — log in once to use it",
+                            nb: "\(name.nb) er slått på — logg inn én gang for å bruke den")
+    }
+
+    /// `detail`: the factor's own words after "enabled" (a fingerprint reader's name and limits).
+    public static func factorLabelEnabled(_ name: LocalizedText, detail: LocalizedText? = nil) -> LocalizedText {
+        let more = detail.map { (en: " (\($0.en))", nb: " (\($0.nb))") } ?? (en: "", nb: "")
+        return LocalizedText(en: "\(name.en) enabled\(more.en)", nb: "\(name.nb) er slått på\(more.nb)")
+    }
+
+    /// A fingerprint asked for by name while its soft unlock is gone.
+    public static func softUnlockGone(_ name: LocalizedText, hasPIN: Bool) -> LocalizedText {
+        hasPIN
+            ? LocalizedText(en: "Enter your PIN once; after that \(name.en) opens the vault again.",
+                            nb: "Skriv inn PIN-koden én gang; etter det åpner \(name.nb) hvelvet igjen.")
+            : LocalizedText(en: "Log in with BankID or Vipps once; after that \(name.en) opens the vault again.",
+                            nb: "Logg inn med BankID eller Vipps én gang; etter det åpner \(name.nb) hvelvet igjen.")
+    }
+
     public static func tooManyConnections(limit: Int) -> LocalizedText {
         LocalizedText(
             en: "vaultd already has \(limit) connections open, its limit. Close programs you are not using, or try again in a moment.",
             nb: "vaultd har allerede \(limit) forbindelser åpne, som er grensen. Lukk programmer du ikke bruker, eller prøv igjen om litt.")
+    }
+
+    public static func tooManyRequestsInFlight(limit: Int) -> LocalizedText {
+        LocalizedText(
+            en: "This connection already has \(limit) requests waiting for answers, its limit. Wait for some answers before sending more.",
+            nb: "Denne forbindelsen har allerede \(limit) forespørsler som venter på svar, som er grensen. Vent på noen svar før du sender flere.")
     }
 
     public static func noMatch(attemptsLeft: Int) -> LocalizedText {
@@ -310,4 +377,52 @@ public enum Messages {
     public static let configInvalid = LocalizedText(
         en: "The configuration file has an error. Fix the line named below and start vaultd again.",
         nb: "Konfigurasjonsfilen har en feil. Rett linjen som er nevnt nedenfor, og start vaultd igjen.")
+}
+
+// MARK: - The fingerprint reader through fprintd (Plugins/FingerprintFactor)
+
+/// What the fingerprint factor says when fprintd (the desktop's fingerprint
+/// service) refuses, stops, or asks for another scan. Each says what to do next.
+public enum FingerprintMessages {
+    /// `AlreadyInUse`: another program (a login screen, `fprintd-verify`, GNOME Settings) holds the reader.
+    public static let readerInUse = LocalizedText(
+        en: "Another program is using the fingerprint reader. Close it or finish its fingerprint prompt, then try again — or use your PIN or log in with BankID or Vipps.",
+        nb: "Et annet program bruker fingeravtrykkleseren. Lukk det eller fullfør fingeravtrykkspørsmålet der, og prøv igjen — eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `NoSuchDevice`: fprintd runs but sees no reader.
+    public static let noDevice = LocalizedText(
+        en: "The fingerprint service found no fingerprint reader. Plug the reader in, or use your PIN or log in with BankID or Vipps.",
+        nb: "Fingeravtrykktjenesten fant ingen fingeravtrykkleser. Koble leseren til, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `PermissionDenied`: polkit refused fingerprint verification to this user.
+    public static let permissionDenied = LocalizedText(
+        en: "This computer's security policy does not let SessionVault use the fingerprint reader. Ask whoever manages the computer to allow fingerprint verification (polkit action net.reactivated.fprint.device.verify), or use your PIN or log in with BankID or Vipps.",
+        nb: "Sikkerhetsreglene på denne datamaskinen lar ikke SessionVault bruke fingeravtrykkleseren. Be den som drifter datamaskinen om å tillate fingeravtrykkbekreftelse (polkit-handlingen net.reactivated.fprint.device.verify), eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `NoEnrolledPrints`: no finger is enrolled for this user.
+    public static let noEnrolledPrints = LocalizedText(
+        en: "Add a fingerprint in Settings → Users first, then turn on fingerprint login. Until then, use your PIN or log in with BankID or Vipps.",
+        nb: "Legg først til et fingeravtrykk i Innstillinger → Brukere, og slå så på fingeravtrykkpålogging. Til da kan du bruke PIN-koden eller logge inn med BankID eller Vipps.")
+    /// fprintd stopped (or restarted) while a scan was waiting.
+    public static let serviceStopped = LocalizedText(
+        en: "The fingerprint service stopped during the scan. Use your PIN or log in with BankID or Vipps, and try the fingerprint again later.",
+        nb: "Fingeravtrykktjenesten stoppet under skanningen. Bruk PIN-koden eller logg inn med BankID eller Vipps, og prøv fingeravtrykket igjen senere.")
+    /// `reader = "fprintd"` but the service does not answer on the system bus.
+    public static let serviceNotAnswering = LocalizedText(
+        en: "The fingerprint service (fprintd) is not answering. Install the fprintd package and check that the system bus runs, or use your PIN or log in with BankID or Vipps.",
+        nb: "Fingeravtrykktjenesten (fprintd) svarer ikke. Installer pakken fprintd og sjekk at systembussen kjører, eller bruk PIN-koden eller logg inn med BankID eller Vipps.")
+    /// `verify-swipe-too-short`.
+    public static let swipeTooShort = LocalizedText(
+        en: "The swipe was too short — swipe your finger across the reader again, a little slower.",
+        nb: "Sveipet var for kort — sveip fingeren over leseren igjen, litt langsommere.")
+    /// `verify-finger-not-centered`.
+    public static let fingerNotCentered = LocalizedText(
+        en: "Your finger was not in the middle of the reader — place it in the centre and try again.",
+        nb: "Fingeren lå ikke midt på leseren — legg den midt på og prøv igjen.")
+    /// `verify-remove-and-retry`.
+    public static let removeAndRetry = LocalizedText(
+        en: "Lift your finger off the reader, then touch it again.",
+        nb: "Løft fingeren fra leseren, og berør den igjen.")
+    /// A clause for status lines after the reader's name ("Fingerprint enabled
+    /// (Synaptics … — fprintd does not notice …)"): what fprintd cannot see.
+    public static let sameFingerCaveat = LocalizedText(
+        en: "fprintd does not notice a finger deleted and enrolled again under the same name; your PIN or a login is asked for again after the fingerprint time limit",
+        nb: "fprintd merker ikke at en finger slettes og legges til på nytt med samme navn; PIN-koden eller en innlogging blir spurt om igjen etter tidsgrensen for fingeravtrykk")
 }

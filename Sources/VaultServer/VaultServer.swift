@@ -28,9 +28,10 @@ public enum ServerStartError: Error, Sendable {
     }
 }
 
-/// What one vaultd lets its clients hold open. Both bound what a misbehaving
-/// (or hostile) program of the same user can pin: a socket, a buffer of up to
-/// one 64 KiB line, and a slot in the event loop, per connection.
+/// What one vaultd lets its clients hold open. Together they bound what a
+/// misbehaving (or hostile) program of the same user can pin: a socket, one
+/// partial line of up to 64 KiB, `maxInFlight` requests and `maxUnsentBytes`
+/// of answers, per connection. Connection.swift enforces each.
 public struct ConnectionLimits: Sendable {
     /// Seconds a connection may sit without a complete request and with
     /// nothing in flight before vaultd closes it (0 = never). A partial line
@@ -38,35 +39,41 @@ public struct ConnectionLimits: Sendable {
     public var idleTimeout: Int
     /// Connections open at once; the next one gets `rate_limited` and is closed.
     public var maxConnections: Int
+    /// Requests one connection may have waiting for answers; the next gets `rate_limited`.
+    public var maxInFlight: Int
+    /// Answers written but not yet read by the client: past this, vaultd stops
+    /// reading the connection until the client reads (half of it resumes).
+    public var maxUnsentBytes: Int
 
     public static let defaultIdleTimeout = 300
     public static let defaultMaxConnections = 512
+    public static let defaultMaxInFlight = 32
+    public static let defaultMaxUnsentBytes = 1 << 20
 
-    public init(idleTimeout: Int = ConnectionLimits.defaultIdleTimeout, maxConnections: Int = ConnectionLimits.defaultMaxConnections) {
+    public init(idleTimeout: Int = ConnectionLimits.defaultIdleTimeout, maxConnections: Int = ConnectionLimits.defaultMaxConnections,
+                maxInFlight: Int = ConnectionLimits.defaultMaxInFlight, maxUnsentBytes: Int = ConnectionLimits.defaultMaxUnsentBytes) {
         self.idleTimeout = max(0, idleTimeout)
         self.maxConnections = max(1, maxConnections)
+        self.maxInFlight = max(1, maxInFlight)
+        self.maxUnsentBytes = max(2, maxUnsentBytes)
     }
 }
 
-/// A started server: `close` stops accepting (and closes the release lane's
-/// connections); `closed` completes once it has.
+/// A started server: `close` stops accepting; `closed` completes once it has.
 public struct Listener: Sendable {
-    let lane: ReleaseLane
-    public let closed: EventLoopFuture<Void>
-
-    init(lane: ReleaseLane, stopped: EventLoopFuture<Void>) {
-        self.lane = lane
-        self.closed = stopped
-    }
-
-    public func close() { lane.stop() }
+    let channel: any Channel
+    public var closed: EventLoopFuture<Void> { channel.closeFuture }
+    public func close() { channel.close(promise: nil) }
 }
 
 /// The Unix-socket server: one per vaultd, in a 0700 directory, socket 0600,
-/// only the owning uid admitted (`SO_PEERCRED`).
+/// only the owning uid admitted (`SO_PEERCRED`). Every connection is served
+/// by one `ConnectionHandler` (Connection.swift) in front of one `RequestHandler`.
 public final class VaultServer: Sendable {
     public let socketPath: String
-    let router: RequestRouter
+    let handler: RequestHandler
+    let limits: ConnectionLimits
+    let connections = ConnectionSet()
     let group: MultiThreadedEventLoopGroup
     let logger: Logger
 
@@ -79,18 +86,18 @@ public final class VaultServer: Sendable {
         self.socketPath = socketPath
         self.group = group
         self.logger = logger
-        self.router = RequestRouter(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
-                                    ownUID: getuid(), promptTimeout: Int64(promptTimeout), limits: limits,
-                                    connections: ConnectionSet(), openableOrigins: openableOrigins)
+        self.limits = limits
+        self.handler = RequestHandler(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
+                                      promptTimeout: Int64(promptTimeout), maxInFlight: limits.maxInFlight,
+                                      openableOrigins: openableOrigins)
     }
 
     /// Closes every client connection; their open questions count as cancelled.
-    public func closeConnections() { router.connections.closeAll() }
+    public func closeConnections() { connections.closeAll() }
 
     /// Binds the socket (or adopts the one systemd passed, `activatedFD`) and
-    /// starts serving: the release lane accepts every connection and answers
-    /// plain releases itself; NIO serves everything else (ReleaseLane.swift).
-    public func start(activatedFD: CInt? = nil) throws(ServerStartError) -> Listener {
+    /// starts serving it.
+    public func start(activatedFD: CInt? = nil) async throws(ServerStartError) -> Listener {
         let fd: CInt
         if let activatedFD {
             // systemd made the socket (SocketMode=0600, DirectoryMode=0700).
@@ -101,43 +108,33 @@ public final class VaultServer: Sendable {
             try Self.prepare(socketPath: socketPath)
             fd = try Self.listen(on: socketPath)
         }
-        let router = self.router
-        let group = self.group
-        let logger = self.logger
-        let stopped = group.next().makePromise(of: Void.self)
-        let lane: ReleaseLane
-        do {
-            lane = try ReleaseLane(listenFD: fd, router: router, logger: logger, handOff: { fd, handOver in
-                Self.adopt(fd, handOver, router: router, group: group, logger: logger)
-            }, onStop: { stopped.succeed() })
-            try lane.start()
-        } catch {
-            close(fd)
-            throw error
-        }
-        logger.info("listening", metadata: ["socket": "\(socketPath)"])
-        return Listener(lane: lane, stopped: stopped.futureResult)
-    }
-
-    /// Serves `fd` as a NIO channel from now on, with what the release lane
-    /// knows of it (its peer, what it read and did not serve, what it could
-    /// not write).
-    static func adopt(_ fd: CInt, _ handOver: ConnectionHandler.HandOver, router: RequestRouter,
-                      group: MultiThreadedEventLoopGroup, logger: Logger) {
-        ClientBootstrap(group: group)
+        let handler = self.handler
+        let limits = self.limits
+        let connections = self.connections
+        let ownUID = getuid()
+        let bootstrap = ServerBootstrap(group: group)
             // Frames are small and clients mostly wait for each answer: one read
             // per wakeup saves the extra read(2) that would only return EAGAIN.
-            .channelOption(.maxMessagesPerRead, value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        ConnectionHandler(router: router, handedOver: handOver))
+            .childChannelOption(.maxMessagesPerRead, value: 1)
+            .childChannelOption(.writeBufferWaterMark,
+                                value: .init(low: limits.maxUnsentBytes / 2, high: limits.maxUnsentBytes))
+            .childChannelInitializer { channel in
+                // The peer is read before the first byte is: nothing is served to an unknown process.
+                PeerCredentials.of(channel).flatMapThrowing { peer in
+                    try channel.pipeline.syncOperations.addHandlers(
+                        BackPressureHandler(),
+                        ConnectionHandler(handler: handler, limits: limits, connections: connections, ownUID: ownUID, peer: peer))
                 }
             }
-            .withConnectedSocket(fd)
-            .whenFailure { error in
-                logger.warning("a connection could not be served", metadata: ["error": "\(error)"])
-            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.withBoundSocket(fd).get()
+        } catch {
+            close(fd)
+            throw .bind("serve: \(error)")
+        }
+        logger.info("listening", metadata: ["socket": "\(socketPath)"])
+        return Listener(channel: channel)
     }
 
     /// A listening Unix socket at `path`, mode 0600, non-blocking.
@@ -202,8 +199,4 @@ public final class VaultServer: Sendable {
         defer { close(fd) }
         return withAddress(path) { connect(fd, $0, $1) } == 0
     }
-}
-
-public enum SessionVaultVersion {
-    public static let string = "0.1.0"
 }

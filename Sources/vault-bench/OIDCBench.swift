@@ -72,13 +72,10 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
     // 3. Side by side with oidc-agent.
     let vaultPersistent = try measurePersistent(daemon.socket, account: account, count: setup.requests)
     let perConnect = setup.quick ? 500 : 5_000
-    // Like oidc-agent's lines below: connect, one request, close; a tenth as warm-up.
+    // Like oidc-agent's lines below: connect, one request, close; a tenth as
+    // warm-up. With `hello` first, as every real client sends it.
     let sessionFrame = sessionRequest(account)
-    let vaultConnect = try measureLatency(count: perConnect) {
-        let c = try VaultConnection(socketPath: daemon.socket)
-        try c.send(sessionFrame)
-        _ = try c.readLine()
-    }
+    let vaultConnect = try measureLatency(count: perConnect) { try releaseOnce(daemon.socket, frame: sessionFrame) }
     let forcedRounds = setup.quick ? 10 : 100
     let vaultForced = try measureForcedRefresh(provider: provider, rounds: forcedRounds) {
         let c = try VaultConnection(socketPath: daemon.socket)

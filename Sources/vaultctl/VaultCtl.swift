@@ -12,7 +12,7 @@ struct VaultCtl: ParsableCommand {
             (locked, wrong PIN, locked out, fingerprint changed or unavailable, not set up); 5 no session \
             (not logged in, or the session expired); 6 cancelled.
             """,
-        version: "0.1.0",
+        version: SessionVaultVersion.string,
         subcommands: [Status.self, Login.self, Token.self, Factors.self, Lock.self, Unlock.self, Enroll.self, Disable.self,
                       Reenroll.self, Reset.self, Import.self, Sessions.self, Logout.self, Context.self, Sync.self, Audit.self])
 }

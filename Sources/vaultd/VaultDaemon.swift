@@ -95,24 +95,8 @@ struct VaultDaemon: AsyncParsableCommand {
         let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? 5, firstDelay: pin?.first_delay ?? 30,
                                       maxDelay: pin?.max_delay ?? 86_400)
         var factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
-        switch file.fingerprint?.reader ?? "none" {
-        case "none":
-            break
-        case "stub":
-            // The simulated sensor (driven by vault-fpstub): any program of the
-            // user can queue a match, so it is for demos and tests only, asked
-            // for twice (reader and opt-in) and announced on every start.
-            guard demo || file.fingerprint?.allow_stub_reader == true else {
-                Self.fail(Messages.stubReaderNotAllowed, detail: "[fingerprint] reader = \"stub\" without allow_stub_reader = true or --demo",
-                          language: language, code: 2)
-            }
-            let reader = StubReader(path: Paths.stubReaderState(config: file, dataDir: dataDir))
-            logger.warning("the fingerprint reader is the stub, a simulation: any program running as this user can make it report a match; never use it for real sessions",
-                           metadata: ["state": "\(reader.path)", "allowed_by": "\(demo ? "--demo" : "allow_stub_reader")"])
-            // Without its state file there is no reader, and the fingerprint is simply not offered.
-            factors.append(FingerprintFactor(reader: reader, scanTimeout: .seconds(file.fingerprint?.scan_timeout ?? 30)))
-        default:
-            Self.fail(Messages.configInvalid, detail: "fingerprint.reader must be “none” (the default) or “stub”", language: language, code: 2)
+        if let fingerprint = await Self.fingerprintFactor(file, demo: demo, dataDir: dataDir, logger: logger, language: language) {
+            factors.append(fingerprint)
         }
         // External factors (docs/plugins.md): unsafe files are refused with a logged reason.
         let pluginDir = file.plugins?.dir ?? dataDir + "/plugins"
@@ -304,7 +288,7 @@ struct ListenerService: Service {
     func run() async throws {
         let listener: Listener
         do {
-            listener = try server.start(activatedFD: activatedFD)
+            listener = try await server.start(activatedFD: activatedFD)
         } catch {
             VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
         }

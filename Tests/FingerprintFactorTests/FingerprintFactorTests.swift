@@ -77,19 +77,20 @@ final class FingerprintFactorTests: TempDirTestCase {
 
     func testVerifyTwoFailuresThenMatch() async throws {
         try pluggedReader()
-        try queue(ScriptedScan(.noMatch), ScriptedScan(.retry), ScriptedScan(.match))
+        try queue(ScriptedScan(.noMatch), ScriptedScan(.retry), ScriptedScan(.noMatch), ScriptedScan(.match))
         let c = ScriptedConversation()
         let proof = try await factor().verify(c, slot: slot)
         XCTAssertEqual(proof.enrollmentState, try currentDigest())
-        XCTAssertEqual(c.shown.count, 3)
+        XCTAssertEqual(c.shown.count, 4)
         XCTAssertEqual(c.shown[1], "Not recognised — try again (2 tries left).")
-        XCTAssertTrue(c.shown[2].contains("lift your finger") && c.shown[2].contains("1 try left"), c.shown[2])
+        XCTAssertTrue(c.shown[2].contains("lift your finger") && c.shown[2].contains("2 tries left"), "an unclear scan is not counted: \(c.shown[2])")
+        XCTAssertEqual(c.shown[3], "Not recognised — try again (1 try left).")
         XCTAssertEqual(c.shownTexts[1].nb, "Ikke gjenkjent — prøv igjen (2 forsøk igjen).")
     }
 
     func testVerifyThreeFailuresInARowIsTooManyAttempts() async throws {
         try pluggedReader()
-        try queue(ScriptedScan(.noMatch), ScriptedScan(.retry), ScriptedScan(.noMatch), ScriptedScan(.match))
+        try queue(ScriptedScan(.noMatch), ScriptedScan(.noMatch), ScriptedScan(.noMatch), ScriptedScan(.match))
         let c = ScriptedConversation()
         let error = await factorError { () async throws(FactorError) in try await factor().verify(c, slot: slot) }
         XCTAssertEqual(error, .tooManyAttempts)
@@ -99,6 +100,16 @@ final class FingerprintFactorTests: TempDirTestCase {
         XCTAssertTrue(failures[1].contains("1 try left"))
         XCTAssertTrue(failures[2].contains("last try") && failures[2].contains("PIN"), failures[2])
         XCTAssertEqual(try reader().load()?.queue, [ScriptedScan(.match)], "a fourth scan was not taken")
+    }
+
+    func testUnclearScansAreAskedAgainButNotForEver() async throws {
+        try pluggedReader()
+        for _ in 0..<FingerprintFactor.maxUnclearScans { try queue(ScriptedScan(.retry)) }
+        try queue(ScriptedScan(.match))
+        let c = ScriptedConversation()
+        let error = await factorError { () async throws(FactorError) in try await factor().verify(c, slot: slot) }
+        XCTAssertEqual(error, .tooManyAttempts, "a sensor that never reads a finger ends in the fallback")
+        XCTAssertTrue(c.shown.last?.contains("last try") == true, "\(c.shown)")
     }
 
     func testAttemptsAreConfigurable() async throws {
@@ -247,7 +258,7 @@ final class FingerprintFactorTests: TempDirTestCase {
 
     func testEnrollGivesUpAfterThreeFailures() async throws {
         try pluggedReader()
-        try queue(ScriptedScan(.noMatch), ScriptedScan(.noMatch), ScriptedScan(.retry))
+        try queue(ScriptedScan(.noMatch), ScriptedScan(.retry), ScriptedScan(.noMatch), ScriptedScan(.noMatch))
         let error = await factorError { () async throws(FactorError) in try await factor().enroll(ScriptedConversation()) }
         guard case .rejected(let why) = error else { return XCTFail("\(String(describing: error))") }
         XCTAssertTrue(why.en.contains("try again"), why.en)

@@ -438,7 +438,10 @@ final class ProtocolTests: VaultdTestCase {
         XCTAssertTrue(e.errorMessage?.hasPrefix("Unknown operation") == true, e.text)
     }
 
-    func testManyPipelinedRequestsRightAfterConnectAreAllAnswered() throws {
+    /// A pipelining client gets an answer to every request: up to the cap in
+    /// flight they are served, past it each gets `rate_limited` with its
+    /// sentence; none is lost and the connection stays usable.
+    func testEveryPipelinedRequestIsAnsweredOkOrRateLimited() throws {
         let v = try startVaultd()
         let c = try v.raw()
         var batch: [UInt8] = []
@@ -447,10 +450,96 @@ final class ProtocolTests: VaultdTestCase {
         var ids = Set<Int64>()
         for _ in 0..<200 {
             let r = try c.readJSON(timeout: 15)
-            XCTAssertTrue(r.isOK, r.text)
+            XCTAssertTrue(r.isOK || r.errorCode == "rate_limited", r.text)
+            if !r.isOK { XCTAssertTrue(r.errorMessage?.contains("32 requests waiting") == true, r.text) }
             if let id = r["id"]?.intValue { ids.insert(id) }
         }
         XCTAssertEqual(ids.count, 200)
+        XCTAssertTrue(try c.call("status").isOK, "the connection still serves")
+    }
+
+    /// 32 requests waiting for the person are the cap: the 33rd is told so at
+    /// once, the ones in flight are untouched, and another connection is not limited.
+    func testTheThirtyThirdRequestInFlightIsRateLimited() throws {
+        let v = try startVaultd()
+        enrollPIN(v)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let c = try v.raw()
+        XCTAssertTrue(try c.hello(interactive: true)["ok"]?.boolValue == true)
+        var batch: [UInt8] = []
+        for n in 0..<32 { batch += Request(id: .string("u\(n)"), op: "unlock").encoded() }
+        XCTAssertTrue(c.send(batch))
+        // The first asks for the PIN; the others wait for that unlock.
+        var prompt: JSON?
+        while prompt == nil {
+            let f = try c.readJSON(timeout: 10)
+            if f["event"] == "prompt" { prompt = f }
+        }
+        c.send(Request(id: "over", op: "status"))
+        var over: JSON?
+        while over == nil {
+            let f = try c.readJSON(timeout: 10)
+            XCTAssertNotEqual(f["id"]?.stringValue?.first, "u", "a waiting request was answered early: \(f.text)")
+            if f["id"] == "over" { over = f }
+        }
+        XCTAssertEqual(over?.errorCode, "rate_limited", over?.text ?? "")
+        XCTAssertEqual(over?["error"]?["retry_after"], .int(1))
+        XCTAssertTrue(try v.raw().call("status").isOK, "the cap is per connection")
+        // Answering the PIN lets all 32 finish; then the connection serves again.
+        guard let pid = prompt?["prompt"]?["pid"]?.stringValue else { return XCTFail("no prompt id") }
+        c.send(Request(id: "ans", op: "answer", fields: ["pid": .string(pid), "value": .string(Self.pin)]))
+        var finished = Set<String>()
+        while finished.count < 32 {
+            let f = try c.readJSON(timeout: 30)
+            if let id = f["id"]?.stringValue, id.hasPrefix("u"), f["event"] == nil { finished.insert(id) }
+        }
+        XCTAssertTrue(try c.call("status").isOK)
+    }
+
+    /// A client that sends without reading its answers: once about 1 MiB of
+    /// answers waits unread, vaultd stops reading the connection, so the
+    /// client's own writes block, instead of vaultd's memory growing. When the
+    /// client reads, everything it asked is answered.
+    func testAClientThatDoesNotReadIsNotReadEither() throws {
+        let v = try startVaultd()
+        let c = try v.raw()
+        let flags = fcntl(c.fd, F_GETFL)
+        XCTAssertEqual(fcntl(c.fd, F_SETFL, flags | O_NONBLOCK), 0)
+        // ~700-byte answers to 60-byte requests; 30 pipelined at a time stays under the in-flight cap.
+        let chunk = (0..<30).flatMap { _ in Request(id: 1, op: "status").encoded() }
+        var sent = 0
+        var blocked = false
+        let deadline = monotonicNow() + 60
+        while monotonicNow() < deadline {
+            let n = chunk.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                XCTAssertTrue(errno == EAGAIN || errno == EWOULDBLOCK, "send failed: errno \(errno)")
+                // The socket buffers are full. A vaultd still reading would empty
+                // them within a second; one that stopped leaves them full.
+                sleep(1)
+                let again = chunk.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if again < 0 {
+                    blocked = true
+                    break
+                }
+                sent += again
+                continue
+            }
+            sent += n
+            usleep(2000)
+        }
+        XCTAssertTrue(blocked, "vaultd kept reading a client that never read (\(sent) bytes sent)")
+        XCTAssertLessThan(sent, 64 << 20, "vaultd read \(sent) bytes from a client that never read")
+        // vaultd's memory stayed bounded while the client was stuck.
+        let status = try String(contentsOfFile: "/proc/\(v.pid)/status", encoding: .utf8)
+        let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }?.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+        XCTAssertNotNil(rss, "VmRSS unreadable")
+        XCTAssertLessThan(rss ?? .max, 200 * 1024, "vaultd grew to \(rss ?? 0) KiB")
+        XCTAssertEqual(fcntl(c.fd, F_SETFL, flags), 0)
+        // Reading drains it: every request sent so far is answered.
+        var answered = 0
+        while case .line = c.readLine(timeout: 5) { answered += 1 }
+        XCTAssertGreaterThan(answered, 1000)
     }
 
     func testConcurrentSessionRequestsShareOneUnlock() throws {

@@ -3,7 +3,7 @@ import Logging
 import Locking
 import VaultCore
 import VaultFactor
-import VaultStore
+@testable import VaultStore
 
 /// A conversation that answers from a script and records everything shown.
 final class ScriptedClient: ClientConversation, Sendable {
@@ -211,6 +211,11 @@ struct Fixture {
         let store2 = try VaultStore(path: dir + "/vault.sqlite")
         return try Vault(store: store2, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0),
                          logger: Fixture.logger, providers: providers)
+    }
+
+    /// SQLite refuses writes (SQLITE_READONLY) while on, as a full or read-only disk would.
+    func refuseWrites(_ on: Bool) throws {
+        try store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
     }
 
     func cleanup() { try? FileManager.default.removeItem(atPath: dir) }

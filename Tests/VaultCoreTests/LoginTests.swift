@@ -167,21 +167,18 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1", "RT-bankid-2"])
     }
 
-    /// Releases the way a socket's event loop does: the fast path, joining a
-    /// refresh when the token is due; nil when it says "full path".
-    private static func fastRelease(_ vault: Vault, _ account: String, minValid: Int64 = 0) async -> Result<ReleasedSession, VaultFailure>? {
-        await withCheckedContinuation { (done: CheckedContinuation<Result<ReleasedSession, VaultFailure>?, Never>) in
-            switch vault.releaseIfReady(account: account, minValid: minValid, orWait: { { done.resume(returning: $0) } }) {
-            case .released(let s): done.resume(returning: .success(s))
-            case .waiting: break
-            case .fullPath: done.resume(returning: nil)
-            }
+    /// Releases as the server does for a client that cannot answer prompts.
+    private static func release(_ vault: Vault, _ account: String, minValid: Int64 = 0) async -> Result<ReleasedSession, VaultFailure> {
+        do throws(VaultFailure) {
+            return .success(try await vault.release(account: account, minValid: minValid, conversation: SilentConversation()))
+        } catch {
+            return .failure(error)
         }
     }
 
     /// A session stored by a login while locked (a PIN enrolled) refreshes on
-    /// the fast path with its record key: the vault key is not needed.
-    func testASessionStoredWhileLockedRefreshesOnTheFastPath() async throws {
+    /// release with its record key: the vault key is not needed.
+    func testASessionStoredWhileLockedRefreshesWithItsRecordKey() async throws {
         let bankid = FakeIdentityProvider()
         let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
@@ -190,28 +187,25 @@ final class LoginTests: XCTestCase {
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
         let locked = await vault.isLocked
         XCTAssertTrue(locked)
-        let r = await Self.fastRelease(vault, "bankid")
-        XCTAssertEqual(try r?.get().accessToken, "AT-bankid-2", "refreshed with the record key")
+        let r = await Self.release(vault, "bankid")
+        XCTAssertEqual(try r.get().accessToken, "AT-bankid-2", "refreshed with the record key")
         XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1"])
     }
 
-    func testFastPathRequestsJoinOneRefreshWithTheFullPath() async throws {
+    func testConcurrentReleasesJoinOneRefresh() async throws {
         let bankid = FakeIdentityProvider()
         bankid.set { $0.accessTTL = 30 }  // inside the refresh window: due on next use
         let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
-        // 40 from event loops and 10 through the actor, all at once: one token call.
+        // 50 at once: one token call.
         let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
-            for i in 0..<50 {
-                group.addTask {
-                    if i % 5 == 0 { return try await vault.release(account: "bankid", conversation: SilentConversation()).accessToken }
-                    return try await Self.fastRelease(vault, "bankid")?.get().accessToken
-                }
+            for _ in 0..<50 {
+                group.addTask { try await Self.release(vault, "bankid").get().accessToken }
             }
             return try await group.reduce(into: [String?]()) { $0.append($1) }
         }
-        XCTAssertEqual(bankid.snapshot.refreshCalls, 1, "single flight across both paths")
-        XCTAssertEqual(Set(tokens), ["AT-bankid-2"], "every request answered with the refreshed token, none sent to the full path")
+        XCTAssertEqual(bankid.snapshot.refreshCalls, 1, "single flight")
+        XCTAssertEqual(Set(tokens), ["AT-bankid-2"], "every request answered with the refreshed token")
         XCTAssertEqual(tokens.count, 50)
         // The rotated token is durable before anyone saw the new access token.
         let restarted = try fx.reopened([pin], providers: FakeDirectory(providers: [bankid]))
@@ -220,45 +214,45 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(try fx.store.auditRows().filter { $0.event == "refresh" }.count, 2, "each refresh audited with its write")
     }
 
-    func testFastPathJoinersAllHearARejectedRefresh() async throws {
+    func testJoinersAllHearARejectedRefresh() async throws {
         let bankid = FakeIdentityProvider()
         bankid.set { $0.accessTTL = 0 }
         let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
         bankid.set { $0.refreshError = VaultFailure(.sessionExpired) }
-        let outcomes = await withTaskGroup(of: Result<ReleasedSession, VaultFailure>?.self) { group in
-            for _ in 0..<20 { group.addTask { await Self.fastRelease(vault, "bankid") } }
+        let outcomes = await withTaskGroup(of: Result<ReleasedSession, VaultFailure>.self) { group in
+            for _ in 0..<20 { group.addTask { await Self.release(vault, "bankid") } }
             return await group.reduce(into: []) { $0.append($1) }
         }
         XCTAssertEqual(outcomes.count, 20)
         for outcome in outcomes {
-            guard case .failure(let f)? = outcome else { return XCTFail("expected session_expired, got \(String(describing: outcome))") }
+            guard case .failure(let f) = outcome else { return XCTFail("expected session_expired, got \(String(describing: outcome))") }
             XCTAssertEqual(f.code, .sessionExpired)
         }
         XCTAssertEqual(bankid.snapshot.refreshCalls, 1)
         XCTAssertEqual(try fx.store.sessions().count, 0, "the sealed record is removed")
-        // Gone now: the next request takes the full path, which says so.
-        let again = await Self.fastRelease(vault, "bankid")
-        XCTAssertNil(again)
+        // Gone now: the next request is told there is no session.
+        guard case .failure(let gone) = await Self.release(vault, "bankid") else { return XCTFail("released a removed session") }
+        XCTAssertEqual(gone.code, .noSession)
     }
 
-    func testFastPathJoinersGetAStillValidTokenWhenTheProviderIsDown() async throws {
+    func testAStillValidTokenIsReleasedWhenTheProviderIsDown() async throws {
         let bankid = FakeIdentityProvider()
         bankid.set { $0.accessTTL = 40 }
         let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
         bankid.set { $0.refreshError = VaultFailure(.providerUnavailable) }
-        let got = try await Self.fastRelease(vault, "bankid")?.get()
-        XCTAssertEqual(got?.accessToken, "AT-bankid-1")
-        // A fresh token is released at once; a locked vault sends everyone to the full path.
+        let got = try await Self.release(vault, "bankid").get()
+        XCTAssertEqual(got.accessToken, "AT-bankid-1")
+        // A fresh token is released at once; a locked vault says it is locked.
         bankid.set { $0.refreshError = nil; $0.accessTTL = 3600 }
-        let refreshed = try await Self.fastRelease(vault, "bankid", minValid: 3000)?.get()
-        XCTAssertEqual(refreshed?.accessToken, "AT-bankid-3", "min_valid beyond the token's life refreshes it")
-        let fresh = try await Self.fastRelease(vault, "bankid")?.get()
-        XCTAssertEqual(fresh?.accessToken, "AT-bankid-3")
+        let refreshed = try await Self.release(vault, "bankid", minValid: 3000).get()
+        XCTAssertEqual(refreshed.accessToken, "AT-bankid-3", "min_valid beyond the token's life refreshes it")
+        let fresh = try await Self.release(vault, "bankid").get()
+        XCTAssertEqual(fresh.accessToken, "AT-bankid-3")
         await vault.lock(reason: "test")
-        let locked = await Self.fastRelease(vault, "bankid")
-        XCTAssertNil(locked)
+        guard case .failure(let locked) = await Self.release(vault, "bankid") else { return XCTFail("released from a locked vault") }
+        XCTAssertEqual(locked.code, .locked)
     }
 
     func testRejectedRefreshEndsTheSession() async throws {

@@ -73,7 +73,7 @@ final class OfflineAttackerTests: XCTestCase {
             for key in keys + recordKeys where key.count == SealedBox.keySize {
                 for body in bodies {
                     guard let box = try? SealedBox(bytes: body), let plain = try? SecretBox.openToArray(box, key: key, associatedData: ad),
-                          let token = plain.withUnsafeBytes({ SessionSecret.accessToken(in: $0) }) else { continue }
+                          let token = plain.withUnsafeBytes({ SessionSecret(bytes: $0)?.accessToken }) else { continue }
                     tokens.append(token)
                 }
             }

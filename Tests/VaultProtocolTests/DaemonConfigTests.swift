@@ -43,9 +43,20 @@ final class DaemonConfigTests: XCTestCase {
         XCTAssertNotNil(c.max_connections)
         XCTAssertNotNil(c.connection_idle_timeout)
         XCTAssertNotNil(c.providers?["bankid"]?.client_id)
-        XCTAssertEqual(c.fingerprint?.reader, "none", "the guide shows the default: no reader")
+        XCTAssertEqual(c.fingerprint?.reader, "auto", "the guide shows the default: fprintd when it has a reader")
         XCTAssertEqual(c.fingerprint?.allow_stub_reader, true)
         XCTAssertNotNil(c.plugins?.probe_cache)
+    }
+
+    func testTheFingerprintReaderChoiceDefaultsToAuto() throws {
+        XCTAssertEqual(try FingerprintReaderChoice.from(FileConfig.parse("")), .auto)
+        for choice in FingerprintReaderChoice.allCases {
+            XCTAssertEqual(try FingerprintReaderChoice.from(FileConfig.parse("[fingerprint]\nreader = \"\(choice.rawValue)\"\n")), choice)
+        }
+        XCTAssertThrowsError(try FingerprintReaderChoice.from(FileConfig.parse("[fingerprint]\nreader = \"synaptics\"\n"))) { error in
+            let detail = (error as? ConfigError)?.detail ?? ""
+            XCTAssertTrue(detail.contains("“auto” (the default), “fprintd”, “none” or “stub”") && detail.contains("synaptics"), detail)
+        }
     }
 
     func testAMistypedSettingIsRefusedNotIgnored() {

@@ -1,88 +1,12 @@
 import Foundation
-import NIOCore
-import Locking
 import VaultCore
 import VaultFactor
 import VaultProtocol
 
-/// The open client connections, so shutdown can close them (which cancels
-/// their open questions) instead of leaving tasks waiting on a dying loop.
-final class ConnectionSet: Sendable {
-    private struct Open {
-        var channels: [ObjectIdentifier: any Channel] = [:]
-        /// Connections the release lane holds (it closes them itself).
-        var lane = 0
-        var count: Int { channels.count + lane }
-    }
-    private let open = Locked(Open())
-    /// Adds `c` unless `limit` connections are already open; false means refused.
-    func add(_ c: any Channel, limit: Int = .max) -> Bool {
-        open.withLock { open in
-            guard open.count < limit else { return false }
-            open.channels[ObjectIdentifier(c)] = c
-            return true
-        }
-    }
-    func remove(_ c: any Channel) { _ = open.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(c)) } }
-    /// Counts one more connection in the release lane unless `limit` are open.
-    func addToLane(limit: Int) -> Bool {
-        open.withLock { open in
-            guard open.count < limit else { return false }
-            open.lane += 1
-            return true
-        }
-    }
-    func removeFromLane() { open.withLock { $0.lane -= 1 } }
-    var count: Int { open.withLock { $0.count } }
-    func closeAll() {
-        for c in open.withLock({ Array($0.channels.values) }) { c.close(promise: nil) }
-    }
-}
-
-final class ReleaseAuditLimiter: Sendable {
-    private struct Key: Hashable {
-        var pid: Int32
-        var account: String
-    }
-    private let last = Locked<[Key: Double]>([:])
-    func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
-        last.withLock { seen in
-            let key = Key(pid: pid, account: account)
-            if let t = seen[key], now - t < 60 { return false }
-            if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
-            seen[key] = now
-            return true
-        }
-    }
-}
-
-/// Turns one decoded request into a call on the broker and its result into a
-/// response. Field checking lives here; policy lives in the broker.
-struct RequestRouter: Sendable {
-    let vault: Vault
-    let serverName: String
-    let ownUID: UInt32
-    let promptTimeout: Int64
-    let limits: ConnectionLimits
-    let connections: ConnectionSet
-    /// The origins an `open_url` prompt lets the client open (VaultServer's init).
-    let openableOrigins: @Sendable () async -> [String]
-    let releaseAudit = ReleaseAuditLimiter()
-
-    func handle(_ request: Request, state: ConnectionState, channel: any Channel) async -> Response {
-        let language = state.language
-        let conversation = ServerConversation(
-            state: state, channel: channel, requestID: request.id, language: language,
-            isInteractive: state.interactive, requester: state.requester, promptTimeout: promptTimeout,
-            openableOrigins: openableOrigins)
-        do {
-            let result = try await route(request, conversation)
-            return .success(id: request.id, result: result)
-        } catch {
-            return .failure(id: request.id, error: error, language: language)
-        }
-    }
-
+/// The ops: each turns a decoded request into a call on the broker and its
+/// result into a result object. Field checking lives here; policy lives in
+/// the broker.
+extension RequestHandler {
     func route(_ request: Request, _ conversation: ServerConversation) async throws(VaultFailure) -> JSON {
         let language = conversation.language
         switch request.op {
@@ -106,7 +30,7 @@ struct RequestRouter: Sendable {
         case "factors":
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]
         case "session":
-            guard let minValid = RequestRouter.minValid(request) else {
+            guard let minValid = RequestHandler.minValid(request) else {
                 throw .badRequest(LocalizedText(en: "“min_valid” must be a whole number of seconds, 0 or more.",
                                                 nb: "«min_valid» må være et helt antall sekunder, 0 eller mer."))
             }
@@ -197,36 +121,8 @@ struct RequestRouter: Sendable {
         }
     }
 
-    /// Records a release (with the peer's pid and executable), at most once a
-    /// minute per process and account, on a task: the audit write must never
-    /// slow the release, and an app asking a thousand times a second must not
-    /// flood the log. A new process (each `vaultctl token`) is always recorded.
-    func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
-        guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
-        // Read /proc/PID/exe now, while the client is surely still there.
-        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
-        let audit = vault.audit
-        let account = released.meta.account
-        Task.detached(priority: .utility) {
-            audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
-        }
-    }
-
-    /// The `session` op's optional `min_valid` (seconds): 0 when absent, nil when
-    /// it is not a whole number ≥ 0. Static so the event-loop fast path can read it too.
-    /// A `session` request the fast paths may answer: its account (nil for
-    /// the only one) and `min_valid`. Nil sends the request down the full
-    /// path, which has the precise error (an account that is not text, a
-    /// malformed `min_valid`).
-    static func fastSession(_ request: Request) -> (account: String?, minValid: Int64)? {
-        guard request.op == "session", let minValid = minValid(request) else { return nil }
-        switch request["account"] {
-        case .none: return (nil, minValid)
-        case .some(.string(let account)): return (account, minValid)
-        default: return nil
-        }
-    }
-
+    /// The `session` op's optional `min_valid` (seconds): 0 when absent, nil
+    /// when it is not a whole number ≥ 0.
     static func minValid(_ request: Request) -> Int64? {
         guard let v = request["min_valid"], v != .null else { return 0 }
         guard let n = v.intValue, n >= 0 else { return nil }

@@ -1,0 +1,424 @@
+import CGIO
+import Foundation
+import VaultFactor
+
+/// The desktop's fingerprint service, fprintd (D-Bus `net.reactivated.Fprint` on
+/// the system bus, over libfprint), through GIO's GDBus.
+///
+/// Every operation opens its own private connection to the system bus and closes
+/// it at the end. fprintd releases a claimed device when its client's connection
+/// goes away, so even a scan whose `Release` fails (or a vaultd that is killed)
+/// never leaves the reader held. A scan is: `GetDefaultDevice`, `Claim("")`,
+/// `VerifyStart("any")`, wait for `VerifyStatus` (or fprintd leaving the bus, the
+/// timeout, a cancel), then always `VerifyStop` and `Release`.
+///
+/// The bus is found as GIO finds it: `DBUS_SYSTEM_BUS_ADDRESS` first, then the
+/// standard system socket. fprintd lists only finger names, so a finger's name is
+/// also its template id (see `FingerprintReader`).
+public struct FprintdReader: FingerprintReader {
+    public static let service = "net.reactivated.Fprint"
+    static let managerPath = "/net/reactivated/Fprint/Manager"
+    static let managerInterface = "net.reactivated.Fprint.Manager"
+    static let deviceInterface = "net.reactivated.Fprint.Device"
+
+    /// How long one method call may take before fprintd counts as not answering.
+    public let callTimeout: Duration
+    /// How long the clean-up calls (`VerifyStop`, `Release`) may take: short, so
+    /// a hung fprintd cannot hold the fallback back.
+    public let cleanupTimeout: Duration
+
+    public init(callTimeout: Duration = .seconds(5), cleanupTimeout: Duration = .milliseconds(500)) {
+        self.callTimeout = callTimeout
+        self.cleanupTimeout = cleanupTimeout
+    }
+
+    // MARK: - FingerprintReader
+
+    public func presence() async -> ReaderPresence {
+        await Self.blocking { () -> ReaderPresence in
+            do {
+                let bus = try Bus.open(cancellable: nil)
+                _ = try defaultDevice(bus, cancellable: nil)
+                return .present
+            } catch {
+                return .absent
+            }
+        }
+    }
+
+    public func deviceName() async -> String? {
+        await Self.blocking { () -> String? in
+            do {
+                let bus = try Bus.open(cancellable: nil)
+                let device = try defaultDevice(bus, cancellable: nil)
+                let reply = try bus.call(destination: Self.service, path: device, interface: "org.freedesktop.DBus.Properties",
+                                         method: "Get", arguments: [.string(Self.deviceInterface), .string("name")],
+                                         timeout: callTimeout, cancellable: nil)
+                defer { g_variant_unref(reply) }
+                return GV.string(GV.unboxed(GV.child(reply, 0)))
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    public func enrolledFingers() async throws(ReaderError) -> [EnrolledFinger] {
+        let result = await Self.blocking { () -> Result<[EnrolledFinger], ReaderError> in
+            do throws(BusError) {
+                let bus = try Bus.open(cancellable: nil)
+                let device = try defaultDevice(bus, cancellable: nil)
+                let reply = try bus.call(destination: Self.service, path: device, interface: Self.deviceInterface,
+                                         method: "ListEnrolledFingers", arguments: [.string("")],
+                                         timeout: callTimeout, cancellable: nil)
+                defer { g_variant_unref(reply) }
+                let names = GV.strings(GV.child(reply, 0)).sorted()
+                return .success(names.map { EnrolledFinger(name: $0, templateID: $0) })
+            } catch .remote(FprintdError.noEnrolledPrints, _) {
+                return .success([])
+            } catch {
+                return .failure(Self.readerError(error))
+            }
+        }
+        return try result.get()
+    }
+
+    public func scan(timeout: Duration) async -> ScanOutcome {
+        if Task.isCancelled { return .cancelled }
+        let cancel = Cancellable()
+        return await withTaskCancellationHandler {
+            await Self.blocking { () -> ScanOutcome in
+                Scan(reader: self, cancel: cancel, timeout: timeout).run()
+            }
+        } onCancel: {
+            cancel.cancel()
+        }
+    }
+
+    // MARK: - Helpers
+
+    func defaultDevice(_ bus: Bus, cancellable: Cancellable?) throws(BusError) -> String {
+        let reply = try bus.call(destination: Self.service, path: Self.managerPath, interface: Self.managerInterface,
+                                 method: "GetDefaultDevice", arguments: [], timeout: callTimeout, cancellable: cancellable)
+        defer { g_variant_unref(reply) }
+        guard let path = GV.string(GV.child(reply, 0)) else { throw .other("GetDefaultDevice: unexpected reply") }
+        return path
+    }
+
+    static func readerError(_ error: BusError) -> ReaderError {
+        if let refusal = refusal(error) {
+            return refusal == .noDevice || refusal == .serviceStopped ? .absent : .refused(refusal)
+        }
+        return .failed("\(error)")
+    }
+
+    /// The fprintd (and bus) errors a person can act on.
+    static func refusal(_ error: BusError) -> ReaderRefusal? {
+        guard case .remote(let name, _) = error else {
+            return error == .noBus ? .serviceStopped : nil
+        }
+        switch name {
+        case FprintdError.alreadyInUse: return .inUse
+        case FprintdError.noSuchDevice: return .noDevice
+        case FprintdError.permissionDenied: return .permissionDenied
+        case FprintdError.noEnrolledPrints: return .noEnrolledPrints
+        case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
+             "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
+            return .serviceStopped
+        default: return nil
+        }
+    }
+
+    /// Runs blocking GLib work on its own thread, off the cooperative pool.
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.name = "fprintd"
+            thread.start()
+        }
+    }
+}
+
+/// fprintd's D-Bus error names.
+enum FprintdError {
+    static let alreadyInUse = "net.reactivated.Fprint.Error.AlreadyInUse"
+    static let noSuchDevice = "net.reactivated.Fprint.Error.NoSuchDevice"
+    static let permissionDenied = "net.reactivated.Fprint.Error.PermissionDenied"
+    static let noEnrolledPrints = "net.reactivated.Fprint.Error.NoEnrolledPrints"
+}
+
+/// One verify, from `Claim` to `Release`, on one thread with its own GLib main
+/// context (where the signal callbacks run).
+final class Scan {
+    let reader: FprintdReader
+    let cancel: Cancellable
+    let timeout: Duration
+    /// Set by the signal callbacks; read by the loop (same thread).
+    var outcome: ScanOutcome?
+    var selectedFinger = "any"
+
+    init(reader: FprintdReader, cancel: Cancellable, timeout: Duration) {
+        self.reader = reader
+        self.cancel = cancel
+        self.timeout = timeout
+    }
+
+    func run() -> ScanOutcome {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        let context = g_main_context_new()
+        g_main_context_push_thread_default(context)
+        defer {
+            g_main_context_pop_thread_default(context)
+            g_main_context_unref(context)
+        }
+        let bus: Bus
+        let device: String
+        do {
+            bus = try Bus.open(cancellable: cancel)
+            device = try reader.defaultDevice(bus, cancellable: cancel)
+        } catch {
+            return Self.outcome(error, cancel: cancel)
+        }
+        // Subscribed before VerifyStart, so no status can arrive unheard.
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        var subscriptions = [
+            bus.subscribe(sender: nil, interface: FprintdReader.deviceInterface, member: nil, path: device, arg0: nil, userData: me),
+            bus.subscribe(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+                          path: "/org/freedesktop/DBus", arg0: FprintdReader.service, userData: me),
+        ]
+        defer { for id in subscriptions { bus.unsubscribe(id) } }
+        subscriptions.removeAll(where: { $0 == 0 })
+
+        do {
+            try callDevice(bus, device, "Claim", [.string("")], cancellable: cancel)
+        } catch {
+            return Self.outcome(error, cancel: cancel)
+        }
+        // From here on the device is ours: every way out releases it (with no
+        // cancellable, since a cancel is one of the ways out).
+        defer {
+            try? callDevice(bus, device, "Release", [], timeout: reader.cleanupTimeout, cancellable: nil)
+        }
+        do {
+            try callDevice(bus, device, "VerifyStart", [.string("any")], cancellable: cancel)
+        } catch {
+            return Self.outcome(error, cancel: cancel)
+        }
+        defer {
+            try? callDevice(bus, device, "VerifyStop", [], timeout: reader.cleanupTimeout, cancellable: nil)
+        }
+        // Wakes the loop a few times a second to look at the deadline and the cancel.
+        let tick = g_timeout_source_new(50)
+        g_source_set_callback(tick, { _ in gboolean(1) }, nil, nil)
+        g_source_attach(tick, g_main_context_get_thread_default())
+        defer {
+            g_source_destroy(tick)
+            g_source_unref(tick)
+        }
+        while outcome == nil {
+            if cancel.isCancelled { return .cancelled }
+            if ContinuousClock.now >= deadline { return .timeout }
+            g_main_context_iteration(g_main_context_get_thread_default(), gboolean(1))
+        }
+        return outcome ?? .hardwareError
+    }
+
+    private func callDevice(_ bus: Bus, _ device: String, _ method: String, _ arguments: [GV.Argument],
+                            timeout: Duration? = nil, cancellable: Cancellable?) throws(BusError) {
+        let reply = try bus.call(destination: FprintdReader.service, path: device, interface: FprintdReader.deviceInterface,
+                                 method: method, arguments: arguments, timeout: timeout ?? reader.callTimeout,
+                                 cancellable: cancellable)
+        g_variant_unref(reply)
+    }
+
+    static func outcome(_ error: BusError, cancel: Cancellable) -> ScanOutcome {
+        if cancel.isCancelled || error == .cancelled { return .cancelled }
+        return FprintdReader.refusal(error).map { .refused($0) } ?? .hardwareError
+    }
+
+    /// A signal from the device or the bus, on this scan's thread.
+    func signal(_ member: String, _ parameters: OpaquePointer?) {
+        switch member {
+        case "VerifyFingerSelected":
+            if let name = GV.string(GV.child(parameters, 0)) { selectedFinger = name }
+        case "VerifyStatus":
+            guard outcome == nil, let result = GV.string(GV.child(parameters, 0)) else { return }
+            outcome = Self.verifyOutcome(result, finger: selectedFinger)
+        case "NameOwnerChanged":
+            // fprintd left the bus (stopped, crashed, restarting): nothing will answer this scan.
+            if GV.string(GV.child(parameters, 2)) == "" { outcome = outcome ?? .refused(.serviceStopped) }
+        default:
+            break
+        }
+    }
+
+    /// fprintd's `VerifyStatus` results.
+    static func verifyOutcome(_ result: String, finger: String) -> ScanOutcome {
+        switch result {
+        case "verify-match": return .match(finger: finger)
+        case "verify-no-match": return .noMatch
+        case "verify-retry-scan": return .retry
+        case "verify-swipe-too-short": return .unclear(.tooShort)
+        case "verify-finger-not-centered": return .unclear(.notCentered)
+        case "verify-remove-and-retry": return .unclear(.removeAndRetry)
+        case "verify-disconnected": return .disconnected
+        default: return .hardwareError  // verify-unknown-error, and any result newer than this code
+        }
+    }
+}
+
+/// A `GCancellable`, which GLib lets any thread cancel.
+final class Cancellable: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<GCancellable>
+
+    init() { pointer = g_cancellable_new() }
+    deinit { g_object_unref(pointer) }
+
+    func cancel() { g_cancellable_cancel(pointer) }
+    var isCancelled: Bool { g_cancellable_is_cancelled(pointer) != 0 }
+}
+
+/// How a bus call failed.
+enum BusError: Error, Equatable, CustomStringConvertible {
+    /// No system bus to connect to.
+    case noBus
+    /// The peer answered with a D-Bus error.
+    case remote(name: String, message: String)
+    case timeout
+    case cancelled
+    case other(String)
+
+    var description: String {
+        switch self {
+        case .noBus: return "no system bus"
+        case .remote(let name, let message): return "\(name): \(message)"
+        case .timeout: return "timed out"
+        case .cancelled: return "cancelled"
+        case .other(let detail): return detail
+        }
+    }
+
+    /// Takes (and frees) a GError.
+    init(_ error: UnsafeMutablePointer<GError>?) {
+        guard let error else {
+            self = .other("unknown error")
+            return
+        }
+        defer { g_error_free(error) }
+        if let remote = g_dbus_error_get_remote_error(error) {
+            defer { g_free(remote) }
+            g_dbus_error_strip_remote_error(error)
+            self = .remote(name: String(cString: remote), message: String(cString: error.pointee.message))
+        } else if error.pointee.domain == g_io_error_quark() && error.pointee.code == Int32(G_IO_ERROR_CANCELLED.rawValue) {
+            self = .cancelled
+        } else if error.pointee.domain == g_io_error_quark() && error.pointee.code == Int32(G_IO_ERROR_TIMED_OUT.rawValue) {
+            self = .timeout
+        } else {
+            self = .other(String(cString: error.pointee.message))
+        }
+    }
+}
+
+/// One private connection to the system bus, used from one thread, closed on deinit.
+final class Bus {
+    let connection: OpaquePointer
+
+    private init(_ connection: OpaquePointer) { self.connection = connection }
+
+    deinit {
+        g_dbus_connection_close_sync(connection, nil, nil)
+        g_object_unref(UnsafeMutableRawPointer(connection))
+    }
+
+    /// GIO's system bus address (`DBUS_SYSTEM_BUS_ADDRESS`, else the standard
+    /// socket), as a connection of our own.
+    static func open(cancellable: Cancellable?) throws(BusError) -> Bus {
+        var error: UnsafeMutablePointer<GError>?
+        guard let address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SYSTEM, cancellable?.pointer, &error) else {
+            _ = BusError(error)
+            throw .noBus
+        }
+        defer { g_free(address) }
+        let flags = GDBusConnectionFlags(rawValue: G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT.rawValue
+                                         | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION.rawValue)
+        guard let connection = g_dbus_connection_new_for_address_sync(address, flags, nil, cancellable?.pointer, &error) else {
+            let failure = BusError(error)
+            throw failure == .cancelled ? .cancelled : .noBus
+        }
+        // We close it ourselves; a peer hanging up must not end vaultd.
+        g_dbus_connection_set_exit_on_close(connection, gboolean(0))
+        return Bus(connection)
+    }
+
+    /// A method call; returns the reply tuple (the caller unrefs it).
+    func call(destination: String, path: String, interface: String, method: String, arguments: [GV.Argument],
+              timeout: Duration, cancellable: Cancellable?) throws(BusError) -> OpaquePointer {
+        var error: UnsafeMutablePointer<GError>?
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let reply = g_dbus_connection_call_sync(connection, destination, path, interface, method, GV.tuple(arguments), nil,
+                                                G_DBUS_CALL_FLAGS_NONE, max(1, milliseconds), cancellable?.pointer, &error)
+        guard let reply else { throw BusError(error) }
+        return reply
+    }
+
+    /// Signals go to `Scan.signal` on the thread-default main context of the caller.
+    func subscribe(sender: String?, interface: String, member: String?, path: String, arg0: String?,
+                   userData: UnsafeMutableRawPointer) -> guint {
+        g_dbus_connection_signal_subscribe(connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
+                                           { _, _, _, _, member, parameters, userData in
+            guard let member, let userData else { return }
+            Unmanaged<Scan>.fromOpaque(userData).takeUnretainedValue().signal(String(cString: member), parameters)
+        }, userData, nil)
+    }
+
+    func unsubscribe(_ id: guint) {
+        g_dbus_connection_signal_unsubscribe(connection, id)
+    }
+}
+
+/// The few GVariant shapes fprintd's calls use.
+enum GV {
+    enum Argument {
+        case string(String)
+    }
+
+    /// A floating tuple of the arguments (the call takes it over).
+    static func tuple(_ arguments: [Argument]) -> OpaquePointer? {
+        var children: [OpaquePointer?] = arguments.map { argument in
+            switch argument {
+            case .string(let s): return g_variant_new_string(s)
+            }
+        }
+        return children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
+    }
+
+    /// Child `index` of a tuple (a new reference, or nil).
+    static func child(_ value: OpaquePointer?, _ index: Int) -> OpaquePointer? {
+        guard let value, g_variant_is_container(value) != 0, index < g_variant_n_children(value) else { return nil }
+        return g_variant_get_child_value(value, gsize(index))
+    }
+
+    /// The value inside a `v` (takes over `value`'s reference; returns a new one).
+    static func unboxed(_ value: OpaquePointer?) -> OpaquePointer? {
+        guard let value else { return nil }
+        defer { g_variant_unref(value) }
+        guard String(cString: g_variant_get_type_string(value)) == "v" else { return nil }
+        return g_variant_get_variant(value)
+    }
+
+    /// A string or object path (takes over `value`'s reference).
+    static func string(_ value: OpaquePointer?) -> String? {
+        guard let value else { return nil }
+        defer { g_variant_unref(value) }
+        let type = String(cString: g_variant_get_type_string(value))
+        guard type == "s" || type == "o" else { return nil }
+        return String(cString: g_variant_get_string(value, nil))
+    }
+
+    /// An array of strings (takes over `value`'s reference).
+    static func strings(_ value: OpaquePointer?) -> [String] {
+        guard let value else { return [] }
+        defer { g_variant_unref(value) }
+        guard String(cString: g_variant_get_type_string(value)) == "as" else { return [] }
+        return (0..<g_variant_n_children(value)).compactMap { string(g_variant_get_child_value(value, $0)) }
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import Logging
+import SodiumKit
+import VaultProtocol
+import VaultStore
+
+/// One job: the keyslot rows in the store and their copy in memory, kept the
+/// same. Every change is one store transaction first, then the copy, so the
+/// broker never sees a slot the disk does not have (or the reverse). The
+/// rules about what a change must contain (a PIN replaces the device wrap,
+/// disabling the last secret factor puts it back) are the caller's
+/// (`Unlocking.swift`); this type makes each such change happen at once.
+/// The row format and its cryptography are `Keyslot`'s (Keyslot.swift).
+///
+/// A value owned by the `Vault` actor: synchronous, no lock of its own.
+struct Keyslots {
+    let store: VaultStore
+    let deviceKey: SecureBytes
+    /// The factors whose slot is a secret wrap (the PIN).
+    let secretFactors: Set<String>
+    /// The rows by id, as the store holds them.
+    private(set) var rows: [String: KeyslotRow]
+
+    init(store: VaultStore, deviceKey: SecureBytes, secretFactors: Set<String>, rows: [String: KeyslotRow] = [:]) {
+        self.store = store
+        self.deviceKey = deviceKey
+        self.secretFactors = secretFactors
+        self.rows = rows
+    }
+
+    /// The store's keyslots as they are now.
+    static func load(store: VaultStore, deviceKey: SecureBytes, secretFactors: Set<String>) throws(StoreError) -> Keyslots {
+        var rows: [String: KeyslotRow] = [:]
+        for row in try store.keyslots() { rows[row.id] = row }
+        return Keyslots(store: store, deviceKey: deviceKey, secretFactors: secretFactors, rows: rows)
+    }
+
+    // MARK: Reading
+
+    subscript(id: String) -> KeyslotRow? { rows[id] }
+
+    var isEmpty: Bool { rows.isEmpty }
+
+    /// Some slot can open the vault key (the device wrap or a secret factor's).
+    var hasWrap: Bool { rows.values.contains { Keyslot.isWrap($0, secretFactors: secretFactors) } }
+
+    /// A wrap other than `id`'s exists: removing `id` leaves the vault key reachable.
+    func hasWrap(besides id: String) -> Bool {
+        rows.values.contains { $0.id != id && Keyslot.isWrap($0, secretFactors: secretFactors) }
+    }
+
+    /// The record `id`'s MAC check, or nil when there is no such row.
+    func check(_ id: String) -> Keyslot.RecordCheck? {
+        rows[id].map { Keyslot.check($0, deviceKey: deviceKey) }
+    }
+
+    /// The device wrap opened with the device key alone; nil when there is
+    /// none or it fails to open (edited, or another vault's).
+    func openDeviceWrap() -> SecureBytes? {
+        guard let device = rows[Keyslot.deviceSlotID] else { return nil }
+        return try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+    }
+
+    /// The factor's enrollment changed (or its v1 slot was dropped) and it
+    /// must be set up again: `status` and the login options say so.
+    func isStale(_ id: String) -> Bool {
+        guard let stale = try? store.meta(Keyslots.staleKey(id)) else { return false }
+        return !stale.isEmpty
+    }
+
+    static func staleKey(_ id: String) -> String { "stale:\(id)" }
+
+    // MARK: Changing, one transaction each
+
+    /// Deletes `delete` and puts `put` in one transaction (an id in both ends
+    /// with the `put` row), then the copy in memory.
+    mutating func replace(put: [KeyslotRow], delete: [String]) throws(StoreError) {
+        try store.updateKeyslots(put: put, delete: delete)
+        for id in delete { rows[id] = nil }
+        for row in put { rows[row.id] = row }
+    }
+
+    /// A factor set up (or set up again): its row in, `replacing` (the device
+    /// wrap, when a PIN comes in) out in the same transaction; its failure
+    /// counter and stale mark cleared.
+    mutating func enroll(_ row: KeyslotRow, replacing: [String]) throws(StoreError) {
+        try store.updateKeyslots(put: [row], delete: replacing)
+        try store.resetFailures(factor: row.id)
+        if try store.meta(Keyslots.staleKey(row.id)) != nil { try store.setMeta(Keyslots.staleKey(row.id), []) }
+        for gone in replacing { rows[gone] = nil }
+        rows[row.id] = row
+    }
+
+    /// A factor turned off: its row out and `restoring` (the device wrap, when
+    /// it was the last secret factor) in, in one transaction; its failure counter cleared.
+    mutating func disable(_ id: String, restoring: [KeyslotRow]) throws(StoreError) {
+        try store.updateKeyslots(put: restoring, delete: [id])
+        try store.resetFailures(factor: id)
+        rows[id] = nil
+        for row in restoring { rows[row.id] = row }
+    }
+
+    /// A presence factor's enrollment changed: its record goes and it is
+    /// marked to be set up again. The copy in memory drops it even when the
+    /// store fails, so this run never trusts the changed enrollment.
+    mutating func dropChanged(_ id: String) throws(StoreError) {
+        defer { rows[id] = nil }
+        try store.updateKeyslots(put: [], delete: [id])
+        try store.setMeta(Keyslots.staleKey(id), [1])
+    }
+
+    /// `vaultctl reset`: every keyslot (and session, failure counter, stale
+    /// mark) replaced by the new vault key's device wrap and `meta`, in one
+    /// transaction. Returns how many sessions went.
+    mutating func reset(to device: KeyslotRow, meta: [String: [UInt8]]) throws(StoreError) -> Int {
+        let removed = try store.reset(slots: [device], meta: meta)
+        rows = [device.id: device]
+        return removed
+    }
+
+    // MARK: Migration
+
+    /// v1 stores kept login and fingerprint slots that wrapped VK under DK and
+    /// public facts. A login slot becomes an identity record at once (its facts
+    /// are stored in clear); when VK has no other way in, it is opened once to
+    /// make the device slot first. A v1 fingerprint slot's digest was never
+    /// stored, so it cannot become a record: with another way in it is dropped
+    /// and the fingerprint is set up again; without one it stays until its next
+    /// match migrates it (`Vault.migrateLegacyPresence`). Returns VK when a slot was opened here.
+    mutating func migrateLegacy(logger: Logger) throws -> SecureBytes? {
+        let legacy = rows.values.filter { $0.version == Keyslot.legacyVersion && !Keyslot.isWrap($0, secretFactors: secretFactors) }
+        guard !legacy.isEmpty else { return nil }
+        var vaultKey: SecureBytes?
+        var put: [KeyslotRow] = []
+        var delete: [String] = []
+        var hasWrap = self.hasWrap
+        for row in legacy where row.factor == "login" {
+            if !hasWrap, vaultKey == nil { vaultKey = try? Keyslot.openLegacy(row, deviceKey: deviceKey, enrollmentState: []) }
+            put.append(try Keyslot.makeRecord(id: row.id, factor: row.factor, binding: Keyslot.binding(fromJSON: row.binding),
+                                              deviceKey: deviceKey, now: row.createdAt))
+        }
+        if !hasWrap, let vk = vaultKey {
+            put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(Date().timeIntervalSince1970)))
+            hasWrap = true
+        }
+        for row in legacy where row.factor != "login" && hasWrap {
+            delete.append(row.id)
+            try store.setMeta(Keyslots.staleKey(row.id), Array("updated".utf8))
+        }
+        try replace(put: put, delete: delete)
+        logger.info("keyslots migrated to v2", metadata: ["records": "\(put.count)", "dropped": "\(delete.count)"])
+        return vaultKey
+    }
+}

@@ -1,0 +1,47 @@
+import VaultStore
+
+/// One job: what a verified login's identity record (`login:PROVIDER`, or
+/// `login:person` for logins that prove a national ID) says about that login,
+/// and so what the login may do (docs/key-hierarchy.md, "A fresh login"). A
+/// plain value: no store, no keys, no clock; the `Vault` actor audits, refuses
+/// and stores as it says (`Vault.adopt`, Login.swift).
+enum LoginRecordVerdict: Equatable {
+    /// No record for this provider (or person) yet.
+    case firstSeen
+    /// The record names this identity: the vault's owner.
+    case owner
+    /// The record names someone else: the login is refused.
+    case otherIdentity
+    /// The record fails its MAC (edited, or another device key's). Without a
+    /// PIN it is what lets a login reopen the vault, so the login is refused;
+    /// with a PIN it opens nothing and is written again.
+    case damaged(refused: Bool)
+    /// A newer SessionVault's record: not understood here, never overwritten.
+    case newer
+
+    /// `check` is the record's MAC check (nil: no record), `binding` what this login proves.
+    init(check: Keyslot.RecordCheck?, binding: [String: String], hasSecretFactor: Bool) {
+        switch check {
+        case nil: self = .firstSeen
+        case .intact(let recorded): self = recorded == binding ? .owner : .otherIdentity
+        case .damaged: self = .damaged(refused: !hasSecretFactor)
+        case .newerVersion: self = .newer
+        }
+    }
+
+    /// Without a PIN the owner's login reopens a locked vault through the device slot.
+    func reopensVault(vaultOpen: Bool, hasSecretFactor: Bool) -> Bool {
+        !vaultOpen && self == .owner && !hasSecretFactor
+    }
+
+    /// At an open vault the owner's (or a first) login renews the soft boxes' time limit, as the PIN does.
+    func renewsSoftUnlocks(vaultOpen: Bool) -> Bool {
+        vaultOpen && (self == .owner || self == .firstSeen)
+    }
+
+    /// The identity is recorded only while the vault is open, so a stranger's
+    /// login at a locked vault never becomes its owner's; a newer record is kept.
+    func recordsIdentity(vaultOpen: Bool) -> Bool {
+        vaultOpen && (self == .firstSeen || self == .damaged(refused: false))
+    }
+}

@@ -1,0 +1,372 @@
+import Foundation
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// Unlocking: asking the factors the policy names (`UnlockPolicy`), in its
+/// order, and what each outcome means. A factor that fails, is cancelled, is
+/// locked out or has gone stale hands over to the next one, and a login with
+/// BankID or Vipps comes last. Enrolling and disabling factors live here too.
+extension Vault {
+    enum Attempt {
+        case opened(SecureBytes)
+        /// This factor can't open the vault now; try the next one.
+        case next(VaultFailure)
+        /// Stop the whole unlock (the client can't answer questions).
+        case stop(VaultFailure)
+    }
+
+    public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
+        touch()
+        if let factor, factors[factor] == nil, let provider = providers.loginProviders.first(where: { $0.id == factor.rawValue }) {
+            // `unlock bankid`: a fresh login with that provider.
+            guard vaultKey == nil else { return }
+            guard conversation.isInteractive else { throw policy.lockedFailure() }
+            let login = try await runLogin(provider, conversation)
+            _ = try await adopt(login, from: provider, conversation: conversation)
+            // With a PIN the login gave its own session, not the vault key.
+            if vaultKey == nil { throw policy.loggedInButLocked() }
+            return
+        }
+        if let factor {
+            guard factors[factor] != nil else { throw unknownFactor(factor) }
+            guard keyslots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+            guard policy.usableFactors.contains(factor) || vaultKey != nil else { throw softUnlockNeedsPIN(factor) }
+        }
+        try await ensureUnlocked(conversation, preferred: factor)
+    }
+
+    /// Single-flight: while one unlock runs, other requests wait for its outcome
+    /// instead of prompting the person a second time.
+    func ensureUnlocked(_ conversation: any ClientConversation, preferred: FactorID?) async throws(VaultFailure) {
+        if vaultKey != nil { return }
+        if let running = pendingUnlock {
+            try await running.value.get()
+            return
+        }
+        guard conversation.isInteractive else { throw policy.lockedFailure() }
+        let task = Task { await self.runPolicy(conversation, preferred: preferred) }
+        pendingUnlock = task
+        let result = await task.value
+        pendingUnlock = nil
+        try result.get()
+    }
+
+    func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
+        if vaultKey != nil { return .success(()) }
+        failedBeforeFallback = []
+        let candidates = policy.candidates(preferred: preferred)
+        let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
+        var last: VaultFailure?
+        for (index, id) in candidates.enumerated() {
+            guard let factor = factors[id], let slot = keyslots[id.rawValue] else { continue }
+            if case .unavailable(let reason) = await factor.probe() {
+                last = VaultFailure(.factorUnavailable, message: reason)
+                continue
+            }
+            switch await attempt(factor, slot: slot, conversation) {
+            case .opened(let vk):
+                failedBeforeFallback = []
+                // The PIN opens the vault for good; a presence factor only reopens it.
+                if factor.descriptor.contribution == .presenceOnly {
+                    table.setVaultKey(vk, now: now())
+                    sessions.resealWaiting(vk)
+                } else {
+                    openHard(vk)
+                }
+                touch()
+                audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+                return .success(())
+            case .stop(let failure):
+                return .failure(failure)
+            case .next(let failure):
+                last = failure
+                if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
+                // Say why before offering the next way in.
+                if index < candidates.count - 1 || loginFallback { await conversation.show(failure.message) }
+            }
+        }
+        // Last resort: a fresh login with a provider whose slot opens the vault.
+        if loginFallback {
+            return await unlockByLogin(conversation, after: last)
+        }
+        return .failure(last ?? policy.lockedFailure())
+    }
+
+    func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation) async -> Attempt {
+        let d = factor.descriptor
+        var round = 0
+        while true {
+            if d.throttle != nil {
+                guard let counter = try? store.failureCounter(factor: d.id.rawValue) else {
+                    return .next(.internal())
+                }
+                let wait = Int(counter.lockedUntil) - Int(now())
+                if wait > 0 { return .next(.lockedOut(retryAfter: wait, factors: policy.lockedFactorList)) }
+            }
+            let proof: FactorProof
+            do {
+                proof = try await factor.verify(conversation, slot: EnrolledSlot(
+                    factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
+            } catch {
+                if error == .notInteractive { return .stop(policy.lockedFailure()) }
+                // Too many failed scans is the fingerprint fallback: after it the
+                // PIN or a login is needed once before it reopens the vault (as on phones).
+                if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
+                audit.record("unlock", factor: d.id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
+                return .next(failure(from: error))
+            }
+            round += 1
+            switch d.contribution {
+            case .lowEntropySecret:
+                guard let throttle = d.throttle else { return .next(.internal()) }
+                // Count the attempt durably *before* checking it, together with the
+                // lockout a failure brings, in one transaction: killing vaultd
+                // between here and the answer gives no free guess and no escape
+                // from the lockout. A right answer resets both.
+                let counter: FailureCounter
+                let started = Int64(now())
+                do {
+                    counter = try store.recordAttempt(factor: d.id.rawValue) { failures in
+                        let delay = throttle.delay(afterFailures: failures)
+                        return delay > 0 ? started + Int64(delay) : 0
+                    }
+                } catch {
+                    logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
+                    return .next(.internal())
+                }
+                testPauseAfterCounterWrite()
+                if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: proof.contribution) {
+                    try? store.resetFailures(factor: d.id.rawValue)
+                    return .opened(vk)
+                }
+                audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
+                             detail: ["failures": .int(Int64(counter.failures))], requester: conversation.requester)
+                let delay = throttle.delay(afterFailures: counter.failures)
+                if delay > 0 {
+                    audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
+                                 detail: ["seconds": .int(Int64(delay)), "failures": .int(Int64(counter.failures))],
+                                 requester: conversation.requester)
+                    return .next(.lockedOut(retryAfter: delay, factors: policy.lockedFactorList))
+                }
+                // Wrong, but free tries remain: say so and ask again.
+                await conversation.show(Messages.noMatch(attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures)))
+            case .presenceOnly:
+                return presenceOutcome(factor, record: slot, proof: proof, conversation)
+            }
+        }
+    }
+
+    /// A presence factor said the person is there: its proof opens the soft box
+    /// when the enrollment is the one on record. A record whose MAC fails was
+    /// edited or is of another version: kept, not used, and said so. A good
+    /// record with another digest is an enrollment change: the record and the
+    /// soft box go, and the person goes to BankID/Vipps. Never a key slot is
+    /// deleted here: the vault key's own slot is the device or PIN wrap.
+    func presenceOutcome(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
+                         _ conversation: any ClientConversation) -> Attempt {
+        let d = factor.descriptor
+        if record.version == Keyslot.legacyVersion {
+            return migrateLegacyPresence(factor, record: record, proof: proof, conversation)
+        }
+        let check = Keyslot.check(record, deviceKey: deviceKey)
+        guard case .intact(let binding) = check, let digest = Keyslot.digest(in: binding) else {
+            let newer = check == .newerVersion
+            audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: conversation.requester)
+            return .next(VaultFailure(.factorUnavailable, message: newer ? Messages.factorRecordNewer(d.displayName)
+                                                                         : Messages.factorRecordDamaged(d.displayName)))
+        }
+        guard Sodium.constantTimeEqual(digest, proof.enrollmentState) else {
+            enrollmentChanged(d, conversation)
+            return .next(enrollmentChangedFailure(d))
+        }
+        guard let vk = liveSoftBox(d.id)?.open(factor: d.id, digest: proof.enrollmentState) else {
+            return .next(softUnlockNeedsPIN(d.id))
+        }
+        return .opened(vk)
+    }
+
+    func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {
+        do {
+            try keyslots.dropChanged(d.id.rawValue)
+        } catch {
+            logger.error("could not clear a stale enrollment record", metadata: ["error": "\(error)"])
+        }
+        softBoxes[d.id] = nil
+        audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "record_removed", requester: conversation.requester)
+    }
+
+    func enrollmentChangedFailure(_ d: FactorDescriptor) -> VaultFailure {
+        if d.id == .fingerprint { return VaultFailure(.enrollmentChanged) }
+        let name = d.displayName
+        return VaultFailure(.enrollmentChanged, message: LocalizedText(
+            en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
+            nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen."))
+    }
+
+    /// A v1 slot (fingerprint-only vault, no other way in): it still wraps VK
+    /// under DK and the digest. Its first match moves the vault to v2: a device
+    /// wrap and a record, in one transaction.
+    func migrateLegacyPresence(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
+                               _ conversation: any ClientConversation) -> Attempt {
+        let d = factor.descriptor
+        guard let vk = try? Keyslot.openLegacy(record, deviceKey: deviceKey, enrollmentState: proof.enrollmentState) else {
+            enrollmentChanged(d, conversation)
+            return .next(enrollmentChangedFailure(d))
+        }
+        do {
+            let t = Int64(now())
+            let rows = [try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: t),
+                        try Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: t)]
+            try keyslots.replace(put: rows, delete: [])
+        } catch {
+            logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
+        }
+        return .opened(vk)
+    }
+
+    func softUnlockNeedsPIN(_ id: FactorID) -> VaultFailure {
+        policy.softUnlockNeedsPIN(factors[id]?.descriptor.displayName ?? LocalizedText(en: id.rawValue, nb: id.rawValue))
+    }
+
+    func failure(from error: FactorError) -> VaultFailure {
+        switch error {
+        case .cancelled: return VaultFailure(.cancelled)
+        case .noMatch: return .noMatch(attemptsLeft: 0)
+        case .tooManyAttempts:
+            return VaultFailure(.noMatch, message: LocalizedText(
+                en: "That did not match several times. Use your PIN, or log in with BankID or Vipps.",
+                nb: "Det stemte ikke flere ganger. Bruk PIN-koden, eller logg inn med BankID eller Vipps."),
+                extra: ["attempts_left": 0])
+        case .unavailable(let reason): return VaultFailure(.factorUnavailable, message: reason)
+        case .rejected(let reason): return VaultFailure(.badRequest, message: reason)
+        case .notInteractive: return policy.lockedFailure()
+        case .timeout:
+            return VaultFailure(.timeout, message: LocalizedText(
+                en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen."))
+        }
+    }
+
+    func outcomeName(_ error: FactorError) -> String {
+        switch error {
+        case .cancelled: return "cancelled"
+        case .noMatch: return "no_match"
+        case .tooManyAttempts: return "too_many_attempts"
+        case .unavailable: return "unavailable"
+        case .rejected: return "rejected"
+        case .notInteractive: return "not_interactive"
+        case .timeout: return "timeout"
+        }
+    }
+
+    func unknownFactor(_ id: FactorID) -> VaultFailure {
+        let known = order.map(\.rawValue).joined(separator: ", ")
+        return .badRequest(LocalizedText(en: "There is no unlock method called “\(id.rawValue)”. Choose one of: \(known).",
+                                         nb: "Det finnes ingen opplåsingsmåte som heter «\(id.rawValue)». Velg en av: \(known)."))
+    }
+
+    // MARK: - Enroll, disable
+
+    /// Sets a factor up (or again, replacing its slot). Needs the vault unlocked.
+    /// A PIN gets a wrap of the vault key and replaces the device slot in the same
+    /// transaction; a presence factor gets a record of its enrollment and a soft
+    /// box. Setting up a presence factor again after its enrollment changed needs
+    /// a strong login in this run (`reenrollNeedsStrongLogin`).
+    public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
+        touch()
+        guard let factor = factors[id] else { throw unknownFactor(id) }
+        if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
+        try await ensureUnlocked(conversation, preferred: nil)
+        let d = factor.descriptor
+        if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
+            audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
+            throw VaultFailure(.notEnrolled, message: Messages.reenrollNeedsStrongLogin)
+        }
+        let proof: FactorProof
+        do {
+            proof = try await factor.enroll(conversation)
+        } catch {
+            audit.record("enroll", factor: id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
+            throw failure(from: error)
+        }
+        guard let vk = vaultKey else { throw policy.lockedFailure() }
+        let row: KeyslotRow
+        do {
+            if d.contribution == .lowEntropySecret {
+                guard let secret = proof.contribution else { throw SodiumError.malformed("missing secret contribution") }
+                row = try Keyslot.makeWrap(id: id.rawValue, factor: id.rawValue, vaultKey: vk, deviceKey: deviceKey,
+                                           secret: secret, cost: config.pinCost, now: Int64(now()))
+            } else {
+                row = try Keyslot.makePresenceRecord(id: id.rawValue, factor: id.rawValue, proof: proof, deviceKey: deviceKey, now: Int64(now()))
+            }
+        } catch {
+            logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
+            throw .internal()
+        }
+        // A PIN replaces the device slot in one transaction: from here on no
+        // slot that the device key alone opens exists (the at-rest rule).
+        let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
+        try storeCall(logger) { () throws(StoreError) in try keyslots.enroll(row, replacing: replaced) }
+        if d.contribution == .presenceOnly {
+            softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
+        }
+        audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+        await conversation.show(LocalizedText(en: "\(d.displayName.en) is set up.", nb: "\(d.displayName.nb) er satt opp."))
+        return await status(of: factor)
+    }
+
+    func isStale(_ id: FactorID) -> Bool { keyslots.isStale(id.rawValue) }
+
+    /// Destroys a factor's slot. Needs presence (an unlocked vault) and a
+    /// confirmation. Removing the last secret factor puts the device slot back
+    /// in the same transaction, so there is always exactly one wrap of the vault
+    /// key and the sessions stay reachable.
+    public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
+        touch()
+        guard let factor = factors[id] else { throw unknownFactor(id) }
+        guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+        try await ensureUnlocked(conversation, preferred: nil)
+        if !confirmed {
+            let name = factor.descriptor.displayName
+            let yes: Bool
+            do {
+                yes = try await conversation.confirm(LocalizedText(
+                    en: "Turn off \(name.en) unlock? You can set it up again later.",
+                    nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere."))
+            } catch {
+                if error == .notInteractive {
+                    throw .badRequest(LocalizedText(
+                        en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
+                        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient."))
+                }
+                throw failure(from: error)
+            }
+            guard yes else { throw VaultFailure(.cancelled) }
+        }
+        guard let vk = vaultKey else { throw policy.lockedFailure() }
+        var put: [KeyslotRow] = []
+        if !keyslots.hasWrap(besides: id.rawValue) {
+            do {
+                put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now())))
+            } catch {
+                throw .internal()
+            }
+        }
+        let newSlots = put
+        try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
+        softBoxes[id] = nil
+        audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+        return await status(of: factor)
+    }
+
+    /// A debug-build hook for the crash test: pause right after the failure
+    /// counter is durable and before the PIN is checked, so a test can kill -9 here.
+    func testPauseAfterCounterWrite() {
+        #if DEBUG
+        if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
+            _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
+            Thread.sleep(forTimeInterval: 30)
+        }
+        #endif
+    }
+}

@@ -1,0 +1,272 @@
+import CVaultShims
+import Foundation
+import Locking
+import Synchronization
+import VaultCore
+import VaultFactor
+import VaultProtocol
+
+/// Where a connection's lines go: the transport behind a `Client`
+/// (Connection.swift's NIO channel in vaultd, a recorder in the tests).
+protocol ClientLink: Sendable {
+    /// Writes one line. The bytes may hold an access token: the transport
+    /// wipes every copy it makes once written.
+    func send(_ line: [UInt8])
+    /// Writes one line, then closes the connection.
+    func sendAndClose(_ line: [UInt8])
+}
+
+/// One connected client, as the request handler sees it: who it is, what it
+/// said in `hello`, its open prompts and its requests in flight. Shared
+/// between the transport (which feeds it lines) and the tasks serving its
+/// requests (which may wait for a prompt's answer).
+final class Client: Sendable {
+    let link: any ClientLink
+    let requester: Requester
+
+    private struct Inner {
+        var language: Language = .en
+        var interactive = false
+        var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
+        var nextPrompt = 0
+        var closed = false
+    }
+    private let inner = Locked(Inner())
+    /// Requests being served in tasks (a prompt waiting counts). Atomics, not
+    /// the lock: the transport counts every request in, the tasks count them out.
+    private let inFlight = Atomic<Int>(0)
+    private let lastAnsweredNanos = Atomic<UInt64>(Client.monotonicNanos())
+
+    init(link: any ClientLink, requester: Requester) {
+        self.link = link
+        self.requester = requester
+    }
+
+    var language: Language { inner.withLock { $0.language } }
+    var interactive: Bool { inner.withLock { $0.interactive } }
+
+    func settle(language: Language, interactive: Bool) {
+        inner.withLock {
+            $0.language = language
+            $0.interactive = interactive
+        }
+    }
+
+    /// Counts a request in, unless `limit` are in flight already. Only the
+    /// transport's one thread counts in, so the check cannot be overtaken.
+    func begin(limit: Int) -> Bool {
+        guard inFlight.load(ordering: .acquiring) < limit else { return false }
+        inFlight.add(1, ordering: .relaxed)
+        return true
+    }
+
+    func ended() {
+        lastAnsweredNanos.store(Client.monotonicNanos(), ordering: .relaxed)
+        inFlight.subtract(1, ordering: .releasing)
+    }
+
+    /// Whether a request is in flight, and when the last one was answered
+    /// (CLOCK_MONOTONIC nanoseconds): the transport's idle check reads it.
+    var activity: (busy: Bool, lastAnsweredNanos: UInt64) {
+        (inFlight.load(ordering: .acquiring) > 0, lastAnsweredNanos.load(ordering: .relaxed))
+    }
+
+    static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    func newPromptID() -> String {
+        inner.withLock { s in
+            s.nextPrompt += 1
+            return "p\(s.nextPrompt)"
+        }
+    }
+
+    /// Records `pid` as open, then calls `ask` (which sends the prompt), and
+    /// parks the caller until `resolve` is called for `pid` (or the connection
+    /// closes). The order matters: a client may answer before `ask` returns,
+    /// and its answer must find the question already open.
+    func wait(for pid: String, ask: () -> Void) async -> PromptAnswer {
+        await withCheckedContinuation { (c: CheckedContinuation<PromptAnswer, Never>) in
+            let closed = inner.withLock { s -> Bool in
+                if s.closed { return true }
+                s.waiting[pid] = c
+                return false
+            }
+            if closed {
+                c.resume(returning: .cancelled)
+                return
+            }
+            ask()
+        }
+    }
+
+    /// Returns false when no prompt with that id is waiting.
+    @discardableResult
+    func resolve(_ pid: String, with answer: PromptAnswer) -> Bool {
+        let c = inner.withLock { $0.waiting.removeValue(forKey: pid) }
+        c?.resume(returning: answer)
+        return c != nil
+    }
+
+    /// The client went away: every open question counts as cancelled.
+    func close() {
+        let all = inner.withLock { s -> [CheckedContinuation<PromptAnswer, Never>] in
+            s.closed = true
+            defer { s.waiting.removeAll() }
+            return Array(s.waiting.values)
+        }
+        for c in all { c.resume(returning: .cancelled) }
+    }
+}
+
+/// Answers a client's lines: decodes each request, answers `hello` and
+/// `answer` at once (later lines rely on them), serves every other op in its
+/// own task, so a slow one (waiting for a fingerprint) never holds up the
+/// others, and encodes every answer. No transport code: the transport hands
+/// it whole lines and a `ClientLink` to write to.
+struct RequestHandler: Sendable {
+    let vault: Vault
+    let serverName: String
+    let promptTimeout: Int64
+    /// Requests one connection may have waiting for answers; the next gets `rate_limited`.
+    let maxInFlight: Int
+    /// The origins an `open_url` prompt lets the client open (VaultServer's init).
+    let openableOrigins: @Sendable () async -> [String]
+    let releaseAudit = ReleaseAuditLimiter()
+
+    /// One whole line from `client`, without its newline. Everything it needs
+    /// from the line is read before this returns: the caller wipes the line then.
+    func handle<Line: Collection<UInt8>>(line: Line, from client: Client) {
+        let language = client.language
+        let request: Request
+        var secret: SecureBytes?
+        do {
+            // An `answer`'s value (a PIN) goes from the line straight into secure memory.
+            request = try Request.decode(line: line, secretField: "value") { bytes in
+                secret = try? SecureBytes(count: bytes.count) { $0.copyMemory(from: UnsafeRawBufferPointer(bytes)) }
+            }
+        } catch {
+            client.link.send(Response.failure(id: error.id, error: error.failure, language: language).encoded())
+            return
+        }
+        switch request.op {
+        case "hello":
+            hello(request, client: client)
+        case "answer":
+            client.link.send(answer(request, secret: secret, client: client).encoded())
+        default:
+            guard client.begin(limit: maxInFlight) else {
+                client.link.send(Response.failure(id: request.id, error: .tooManyRequestsInFlight(limit: maxInFlight),
+                                                  language: language).encoded())
+                return
+            }
+            Task {
+                let response = await respond(to: request, client: client)
+                client.link.send(response.encoded())
+                client.ended()
+            }
+        }
+    }
+
+    /// A line that grew past `Wire.maxLineBytes`: one answer, then the
+    /// connection closes (the rest of such a line is never read).
+    func lineTooLong(_ client: Client) {
+        let failure = VaultFailure.badRequest(LocalizedText(
+            en: "The request line is longer than 65,536 bytes. The connection will be closed; send shorter requests.",
+            nb: "Forespørselslinjen er lengre enn 65 536 byte. Forbindelsen lukkes; send kortere forespørsler."))
+        client.link.sendAndClose(Response.failure(id: .null, error: failure, language: client.language).encoded())
+    }
+
+    /// The one answer to a connection refused before any request (another
+    /// uid, or over the connection cap).
+    static func refusal(_ failure: VaultFailure) -> [UInt8] {
+        Response.failure(id: .null, error: failure, language: .en).encoded()
+    }
+
+    func respond(to request: Request, client: Client) async -> Response {
+        let conversation = ServerConversation(client: client, requestID: request.id, promptTimeout: promptTimeout,
+                                              openableOrigins: openableOrigins)
+        do {
+            return .success(id: request.id, result: try await route(request, conversation))
+        } catch {
+            return .failure(id: request.id, error: error, language: client.language)
+        }
+    }
+
+    /// Settles language and interactivity at once (later lines on this
+    /// connection rely on them), then answers with the lock state. A client
+    /// asking for a newer version gets version 1 answers and sees our version.
+    func hello(_ request: Request, client: Client) {
+        let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
+        client.settle(language: language, interactive: request["interactive"]?.boolValue ?? false)
+        let vault = self.vault
+        let serverName = self.serverName
+        Task {
+            let locked = await vault.isLocked
+            client.link.send(Response.success(id: request.id, result: [
+                "version": .int(Wire.version), "server": .string(serverName), "locked": .bool(locked),
+            ]).encoded())
+        }
+    }
+
+    func answer(_ request: Request, secret: SecureBytes?, client: Client) -> Response {
+        guard let pid = request["pid"]?.stringValue else {
+            return .failure(id: request.id, error: .badRequest(LocalizedText(
+                en: "An answer needs the “pid” of the prompt it answers.",
+                nb: "Et svar trenger «pid» for spørsmålet det svarer på.")), language: client.language)
+        }
+        let answer: PromptAnswer
+        if request["cancel"]?.boolValue == true {
+            answer = .cancelled
+        } else if let secret {
+            answer = .secret(secret)
+        } else if let value = request["value"], value != .null {
+            answer = .value(value)
+        } else {
+            answer = .cancelled
+        }
+        guard client.resolve(pid, with: answer) else {
+            return .failure(id: request.id, error: .badRequest(LocalizedText(
+                en: "There is no open question with that id. It may have timed out; start again.",
+                nb: "Det finnes ikke noe åpent spørsmål med den ID-en. Det kan ha gått ut på tid; begynn på nytt.")),
+                language: client.language)
+        }
+        return .success(id: request.id, result: [:])
+    }
+
+    /// Records a release (with the peer's pid and executable), at most once a
+    /// minute per process and account, on a task: the audit write must never
+    /// slow the release, and an app asking a thousand times a second must not
+    /// flood the log. A new process (each `vaultctl token`) is always recorded.
+    func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
+        guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
+        // Read /proc/PID/exe now, while the client is surely still there.
+        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
+        let audit = vault.audit
+        let account = released.meta.account
+        Task.detached(priority: .utility) {
+            audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
+        }
+    }
+}
+
+/// At most one `release` audit entry a minute per process and account.
+final class ReleaseAuditLimiter: Sendable {
+    private struct Key: Hashable {
+        var pid: Int32
+        var account: String
+    }
+    private let last = Locked<[Key: Double]>([:])
+    func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
+        last.withLock { seen in
+            let key = Key(pid: pid, account: account)
+            if let t = seen[key], now - t < 60 { return false }
+            if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
+            seen[key] = now
+            return true
+        }
+    }
+}

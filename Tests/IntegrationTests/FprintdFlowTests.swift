@@ -1,0 +1,223 @@
+import Foundation
+import VaultClient
+import VaultProtocol
+import XCTest
+
+/// A real vaultd with `reader = "fprintd"` (or "auto") against the real fprintd
+/// 1.94 and libfprint's virtual_device on a private system bus
+/// (Tests/fprintd/fprintd-ctl; FprintdFixture). Fingers are enrolled through
+/// fprintd's API; a "finger on the reader" is a `SCAN print-<finger>` line sent
+/// to the virtual device when vaultd says "Touch the fingerprint reader".
+final class FprintdFlowTests: VaultdTestCase {
+    var fixture: FprintdFixture!
+    var vaultds: [VaultdProcess] = []
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        fixture = try FprintdFixture()
+    }
+
+    override func tearDownWithError() throws {
+        // vaultd first: it is a client of the bus the fixture is about to stop.
+        for v in vaultds { v.stop() }
+        fixture?.down()
+        try super.tearDownWithError()
+    }
+
+    func start(reader: String = "fprintd", fingers: [String] = ["right-index-finger"]) throws -> VaultdProcess {
+        if !fingers.isEmpty { try fixture.ctl(["enroll"] + fingers) }
+        let config = VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"\(reader)\"\nscan_timeout = 10\n"
+        let v = try makeVaultd(config: config, env: ["DBUS_SYSTEM_BUS_ADDRESS": fixture.address])
+        vaultds.append(v)
+        try v.start()
+        return v
+    }
+
+    /// Sends the commands to the virtual device once vaultd has claimed it (off this thread).
+    func sendSoon(_ commands: [String]) {
+        let fixture = self.fixture!
+        Thread.detachNewThread { _ = try? fixture.ctl(["send"] + commands) }
+    }
+
+    /// A prompt script that answers each "Touch the fingerprint reader" (and each
+    /// "try again") with the next scan in `scans`.
+    func touching(_ scans: [String], secrets: [String] = []) -> PromptScript {
+        var left = scans
+        return PromptScript(secrets: secrets) { [weak self] prompt in
+            guard prompt.kind == .message, !left.isEmpty else { return }
+            // Every sentence that asks for a finger names the reader.
+            let text = prompt.text.lowercased()
+            guard text.contains("reader") || text.contains("try again") else { return }
+            self?.sendSoon([left.removeFirst()])
+        }
+    }
+
+    func session(_ v: VaultdProcess, _ script: PromptScript) throws -> JSON {
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: true)
+        return try c.call("session", ["account": "kari"], timeout: 60, onPrompt: script.handler)
+    }
+
+    func fingerprintLabel(_ v: VaultdProcess) throws -> String? {
+        let c = try v.raw()
+        defer { c.close() }
+        return try c.call("factors").result?["factors"]?.arrayValue?
+            .first { $0["factor"]?.stringValue == "fingerprint" }?["label"]?.stringValue
+    }
+
+    func hasFingerprintSlot(_ v: VaultdProcess) throws -> Bool {
+        let out = try sqlite3(v.storePath, "SELECT id FROM keyslot WHERE id = 'fingerprint';")
+        return out.out.contains("fingerprint")
+    }
+
+    /// Session, PIN, `vaultctl enroll fingerprint` with the enrolled finger, lock.
+    func setUpEnrolled(_ v: VaultdProcess, finger: String = "right-index-finger") throws {
+        try importSession(v, account: "kari", accessToken: "AT-fprintd-1", refreshToken: "RT-fprintd-1")
+        enrollPIN(v)
+        sendSoon(["SCAN print-" + finger])
+        let r = v.vaultctl(["enroll", "fingerprint"])
+        XCTAssertEqual(r.exit, 0, r.err)
+        XCTAssertTrue(r.out.contains("Fingerprint enabled"), r.out)
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+    }
+
+    func testMatchReleasesTheSessionAndStatusNamesTheDevice() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        let script = touching(["SCAN print-right-index-finger"])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(r.result?["access_token"], "AT-fprintd-1")
+        XCTAssertEqual(script.secretPrompts, 0, "the fingerprint opened it: no PIN")
+        let status = v.vaultctl(["status"])
+        XCTAssertTrue(status.out.contains("Fingerprint enabled (Virtual device for debugging — fprintd does not notice a finger deleted and enrolled again"),
+                      status.out)
+        XCTAssertTrue(v.log.contains("fingerprint reader: fprintd"), "vaultd says which reader it uses")
+        try fixture.assertClaimable()
+    }
+
+    func testThreeNoMatchesThenPINAndARetryIsNotCounted() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        let other = "SCAN print-left-thumb"
+        let script = touching(["RETRY 1", other, other, other], secrets: [Self.pin])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(script.secretPrompts, 1, "after three failed scans the PIN: \(script.messages)")
+        XCTAssertTrue(script.messages.contains { $0.contains("too short") && $0.contains("3 tries left") }, "\(script.messages)")
+        XCTAssertTrue(script.messages.contains { $0.contains("last try") }, "\(script.messages)")
+        XCTAssertTrue(try hasFingerprintSlot(v), "failed scans are no enrollment change")
+        try fixture.assertClaimable()
+    }
+
+    func testUnplugMidScanFallsBackWithinASecond() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        var sent = ContinuousClock.now
+        var pinAsked: ContinuousClock.Instant?
+        let script = PromptScript(secrets: [Self.pin]) { [weak self] prompt in
+            if prompt.kind == .message, prompt.text.contains("Touch") {
+                sent = ContinuousClock.now
+                self?.sendSoon(["ERROR 5"])
+            }
+            if prompt.kind == .secret { pinAsked = ContinuousClock.now }
+        }
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(script.secretPrompts, 1)
+        XCTAssertTrue(script.messages.contains { $0.contains("disconnected") }, "\(script.messages)")
+        let took = try XCTUnwrap(pinAsked) - sent
+        XCTAssertLessThan(took, .seconds(1.5), "the fallback comes at once (the send itself waits for the claim)")
+    }
+
+    func testAnEnrollmentChangeInFprintdClearsTheSlot() throws {
+        // A reader that cannot identify (as the virtual device) is asked by
+        // fprintd to verify one finger for "any" (VerifyFingerSelected): each
+        // scan below is that finger's, so every match is a real match.
+        try fixture.ctl(["enroll", "right-index-finger"])
+        for (what, change) in [("a finger added", ["enroll", "left-index-finger"]), ("a finger removed", ["delete", "left-index-finger"])] {
+            let v = try start(fingers: [])
+            try setUpEnrolled(v, finger: try selectedFinger())
+            XCTAssertTrue(try hasFingerprintSlot(v))
+            try fixture.ctl(change)
+            let script = touching(["SCAN print-" + (try selectedFinger())], secrets: [Self.pin])
+            let r = try session(v, script)
+            XCTAssertTrue(r.isOK, "\(what): \(r.text)")
+            XCTAssertTrue(script.messages.contains { $0.contains("Your fingerprints on this computer have changed") && $0.contains("BankID or Vipps") },
+                          "\(what): \(script.messages)")
+            XCTAssertFalse(try hasFingerprintSlot(v), "\(what): the stale slot is gone")
+            XCTAssertEqual(try fingerprintLabel(v), "Fingerprint must be set up again (fingerprints changed)", what)
+            v.stop()
+        }
+    }
+
+    func selectedFinger() throws -> String {
+        try fixture.ctl(["selected"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func testAnotherProgramHoldingTheReaderAndFprintdDying() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        let holder = try fixture.hold()
+        let busy = PromptScript(secrets: [Self.pin])
+        XCTAssertTrue(try session(v, busy).isOK)
+        XCTAssertTrue(busy.messages.contains { $0.contains("Another program is using the fingerprint reader") }, "\(busy.messages)")
+        XCTAssertEqual(busy.secretPrompts, 1)
+        holder.release()
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+
+        let root = fixture.root
+        let dying = PromptScript(secrets: [Self.pin]) { prompt in
+            guard prompt.kind == .message, prompt.text.contains("Touch") else { return }
+            Thread.detachNewThread {
+                // Killed once vaultd has claimed the device, mid-scan.
+                let socket = root + "/vdev.sock"
+                unlink(socket)
+                for _ in 0..<500 where !FileManager.default.fileExists(atPath: socket) { usleep(10_000) }
+                _ = FprintdFixture.run(FprintdFixture.python, [FprintdFixture.script, root, "kill-fprintd"])
+            }
+        }
+        let started = ContinuousClock.now
+        let r = try session(v, dying)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(8), "no hang")
+        XCTAssertEqual(dying.secretPrompts, 1)
+        XCTAssertTrue(dying.messages.contains { $0.contains("fingerprint service stopped") }, "\(dying.messages)")
+        XCTAssertTrue(v.isRunning)
+    }
+
+    func testVaultdStoppedMidScanLeavesTheReaderFree() throws {
+        let v = try start()
+        try setUpEnrolled(v)
+        fixture.forgetSocket()
+        // A client waiting at the fingerprint prompt, on its own connection and thread.
+        let client = WaitingClient(try v.raw())
+        try client.raw.hello(interactive: true)
+        Thread.detachNewThread {
+            _ = try? client.raw.call("session", ["account": "kari"], timeout: 30, onPrompt: PromptScript().handler)
+        }
+        try fixture.waitUntilClaimed()
+        XCTAssertEqual(v.stop()?.exit, 0, "vaultd stops mid-scan")
+        try fixture.assertClaimable()
+    }
+
+    func testAutoUsesFprintdWhenItHasAReaderAndNothingOtherwise() throws {
+        let v = try start(reader: "auto")
+        try setUpEnrolled(v)
+        XCTAssertTrue(try fingerprintLabel(v)?.hasPrefix("Fingerprint enabled (Virtual device for debugging") == true)
+        v.stop()
+
+        // No fprintd on the bus: no fingerprint at all, and no error.
+        try fixture.ctl(["kill-fprintd"])
+        try v.start()
+        XCTAssertNil(try fingerprintLabel(v), "auto without fprintd offers no fingerprint")
+        XCTAssertEqual(v.vaultctl(["status"]).exit, 0)
+    }
+}
+
+/// A client handed to one other thread, which alone uses it from then on.
+private final class WaitingClient: @unchecked Sendable {
+    let raw: RawClient
+    init(_ raw: RawClient) { self.raw = raw }
+}

@@ -1,0 +1,1 @@
+../../FingerprintFactorTests/FprintdFixture.swift
