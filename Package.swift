@@ -9,33 +9,28 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
-// vaultd's release link: lld, packed relative relocations (DT_RELR, glibc ≥ 2.36:
-// 1.6 MiB of relocation entries read at every start become 0.4 MiB) and a
-// symbol order: the release path first, then what start-up runs, each laid out
-// together (scripts/order-symbols makes the list; docs/benchmarks.md has what
-// it saves in idle RSS and release latency).
-let vaultdReleaseLink: [LinkerSetting] = [
-    .unsafeFlags([
-        "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/vaultd/symbol-order.txt",
-        "-Xlinker", "--no-warn-symbol-ordering",
-    ], .when(configuration: .release)),
-]
+// Fuzz targets: built by scripts/fuzz with `-D FUZZING` and libFuzzer, which
+// supplies `main` and calls each target's `LLVMFuzzerTestOneInput`; in every
+// other build they are small programs that replay corpus files through the
+// same entry (Fuzz/Sources/FuzzReplay). Being in this package, they reach
+// internal targets without making them products.
+let fuzzTarget: (String, [Target.Dependency]) -> Target = { name, dependencies in
+    .executableTarget(name: name, dependencies: ["FuzzReplay"] + dependencies, path: "Fuzz/Sources/\(name)", swiftSettings: strict)
+}
 
 let package = Package(
     name: "SessionVault",
-    platforms: [.macOS(.v14)],
+    // No `platforms`: SessionVault runs on Linux only (systemd user units, the Secret
+    // Service, SO_PEERCRED), and SwiftPM has no Linux entry for that list: Linux
+    // builds take their minimum from the toolchain, not from here.
     products: [
         .executable(name: "vaultd", targets: ["vaultd"]),
         .executable(name: "vaultctl", targets: ["vaultctl"]),
         .executable(name: "vault-bench", targets: ["vault-bench"]),
+        // The two libraries outside authors build on: app authors on VaultClient
+        // (clients/swift has an example), factor plugin authors on VaultFactor.
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultFactor", targets: ["VaultFactor"]),
-        // For the fuzzers in Fuzz/ (a separate package, so normal builds never link libFuzzer).
-        .library(name: "VaultProtocol", targets: ["VaultProtocol"]),
-        .library(name: "ExternalFactor", targets: ["ExternalFactor"]),
-        .library(name: "DaemonConfig", targets: ["DaemonConfig"]),
-        .library(name: "OIDCFactor", targets: ["OIDCFactor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
@@ -108,8 +103,8 @@ let package = Package(
         // Norwegian national identity numbers: validation, kind, birth date, masking, keyed hash.
         .target(name: "NationalID", dependencies: ["SodiumKit"], swiftSettings: strict),
 
-        // Member-record sync of the national identity number (S9): registry backends
-        // (HTTP, SQLite demo), durable retry queue in the store, conflicts, org context.
+        // Keeps the member record's national identity number in step with what logins say:
+        // registry backends (HTTP, SQLite demo), durable retry queue in the store, conflicts, org context.
         .target(name: "MemberSync", dependencies: [
             "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
             .product(name: "GRDB", package: "GRDB.swift"),
@@ -157,7 +152,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "TOMLKit", package: "TOMLKit"),
-        ], exclude: ["symbol-order.txt"], swiftSettings: strict, linkerSettings: vaultdReleaseLink),
+        ], swiftSettings: strict),
         .executableTarget(name: "vaultctl", dependencies: [
             "VaultClient", "VaultProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -172,20 +167,32 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),
 
+        // libFuzzer targets (scripts/fuzz) and the corpus replay they share.
+        .target(name: "FuzzReplay", path: "Fuzz/Sources/FuzzReplay", swiftSettings: strict),
+        fuzzTarget("fuzz-frames", ["VaultProtocol"]),
+        fuzzTarget("fuzz-plugin-messages", ["ExternalFactor"]),
+        fuzzTarget("fuzz-config", ["DaemonConfig"]),
+        // fuzz-jwt signs mutated headers and payloads with its fixed test keys.
+        fuzzTarget("fuzz-jwt", ["OIDCFactor", "VaultProtocol", .product(name: "JWTKit", package: "jwt-kit")]),
+
+        // Helpers more than one test target uses: "cannot run here" (a failure under CI=true),
+        // temp dirs, running a tool with a timeout, finding the built binaries.
+        .target(name: "VaultTestSupport", path: "Tests/VaultTestSupport", swiftSettings: strict),
+
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "DaemonConfig"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking"]),
-        .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking"]),
+        .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking", "VaultTestSupport"]),
         .testTarget(name: "OIDCFactorTests", dependencies: [
-            "OIDCFactor", "VaultFactor", "Locking",
+            "OIDCFactor", "VaultFactor", "Locking", "VaultTestSupport",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
-        .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore"]),
-        .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol"]),
+        .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore", "VaultTestSupport"]),
+        .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol", "VaultTestSupport"]),
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
         // The request handler on its own, with a recording link in place of a socket.
         .testTarget(name: "VaultServerTests", dependencies: [
@@ -201,14 +208,15 @@ let package = Package(
         ]),
         .testTarget(name: "NationalIDTests", dependencies: ["NationalID", "SodiumKit"]),
         .testTarget(name: "MemberSyncTests", dependencies: [
-            "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
+            "MemberSync", "NationalID", "VaultStore", "VaultProtocol", "SodiumKit", "VaultTestSupport",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], exclude: ["Fixtures"]),
         .testTarget(name: "PrompterTests", dependencies: ["Prompter", "VaultCore", "VaultFactor", "SodiumKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "Locking"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "Locking", "VaultTestSupport"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [
             "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "FingerprintFactor", "ExternalFactor", "SodiumKit", "Locking",
+            "VaultTestSupport",
         ]),
     ]
 )

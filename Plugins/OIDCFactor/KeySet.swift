@@ -11,7 +11,7 @@ struct VerificationKey: Sendable {
 /// A provider's signing keys, parsed by us (strict JSON) and handed to jwt-kit
 /// one key at a time.
 ///
-/// jwt-kit 5.8.0 pitfalls this type exists to avoid (see PLATFORM.md):
+/// jwt-kit 5.8.0 pitfalls this type exists to avoid (each checked against that release):
 /// - an unknown `kid` silently falls back to the collection's default key, so we
 ///   never ask a collection to pick a key: each key gets its own collection and
 ///   we select by `kid` ourselves, which also lets an unknown `kid` trigger a refetch;

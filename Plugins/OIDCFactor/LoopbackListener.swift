@@ -214,7 +214,8 @@ final class LoopbackListener: Sendable {
     /// Requests on the redirect path that lacked the login's `state` (ignored).
     var strayRequests: Int { state.withLock { $0.strayRequests } }
 
-    /// Waits for the redirect. `timeout`: the login is abandoned (S8: 5 minutes).
+    /// Waits for the redirect. `timeout`: the login is abandoned (5 minutes
+    /// without a redirect ends it as `timeout`).
     func nextRedirect(timeout: Duration) async throws(WaitError) -> Redirect {
         let timer = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak self] in
             self?.failWait(.timeout)

@@ -169,8 +169,10 @@ private func withVaultAttributes<R>(_ vault: String, _ body: (OpaquePointer?) ->
     return body(table)
 }
 
-/// Classifies and frees a GError. The first three rules are the failures PLATFORM.md
-/// observed: a locked collection, no bus, and a bus without a Secret Service.
+/// Classifies and frees a GError. The first three rules are the failures seen
+/// against a real gnome-keyring and D-Bus (and checked by KeyringTests): a locked
+/// collection (`secret-error` 2, IS_LOCKED), no bus (`g-io-error-quark`), and a
+/// bus without a Secret Service (`g-dbus-error-quark` 2); each comes back at once.
 private func consume(_ error: UnsafeMutablePointer<GError>, during operation: String) -> KeyringError {
     defer { g_error_free(error) }
     let domain = error.pointee.domain

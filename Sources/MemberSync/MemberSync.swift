@@ -5,7 +5,7 @@ import VaultProtocol
 import VaultStore
 
 /// Keeps the member record's national identity number in step with what
-/// logins say (S9), and the member's organization/role context.
+/// logins say, and the member's organization/role context.
 ///
 /// After a login that yields a national ID, the broker calls
 /// `sync(provider:subject:nationalID:source:)`:

@@ -1,5 +1,7 @@
 import CVaultShims
-import VaultProtocol
+// App authors depend on the VaultClient product alone; the wire types in its
+// API (JSON, Language, Prompt) come with it.
+@_exported import VaultProtocol
 #if canImport(Glibc)
 import Glibc
 #endif

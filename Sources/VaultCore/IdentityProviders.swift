@@ -41,8 +41,8 @@ struct LoginRateLimiter {
     }
 }
 
-/// The member registry side of a login (REQUIREMENTS S9): vaultd implements it
-/// with member sync; the broker only asks it to review logins and for claims.
+/// The member registry side of a login (the member record's national identity
+/// number kept in step with what logins say): vaultd implements it with member sync; the broker only asks it to review logins and for claims.
 public protocol MemberDirectory: Sendable {
     /// After a provider verified a login and before anything is stored. May
     /// refuse it (a minimum age: `age_requirement`); returns claims to add to

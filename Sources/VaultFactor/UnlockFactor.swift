@@ -86,8 +86,8 @@ public struct FactorDescriptor: Sendable {
     /// Set for guessable factors; the vault persists the failure counter
     /// *before* checking an attempt, so a crash never gives a free guess.
     public var throttle: ThrottlePolicy?
-    /// Offer to set this factor up right after a login (the fingerprint does:
-    /// S4), with `offerText` as the one-sentence explanation.
+    /// Offer to set this factor up right after a first login (the fingerprint
+    /// does), with `offerText` as the one-sentence explanation.
     public var offerAfterLogin: Bool
     public var offerText: LocalizedText?
     /// Said in brackets after "… enabled" in status lines: the hardware behind the

@@ -1,6 +1,8 @@
 /// Every sentence a person can meet, in English and Norwegian bokmål, each with
 /// a next step. Plain text only: it must read well through a screen reader and
-/// never rely on colour. The texts from REQUIREMENTS.md S8 are used verbatim.
+/// never rely on colour. The login error sentences (cancelled, unavailable, failed,
+/// timed out...) are the ones the product's error table fixes, word for word:
+/// tests compare them exactly.
 public enum Messages {
     public static func standard(_ code: ErrorCode) -> LocalizedText {
         switch code {
@@ -222,12 +224,12 @@ public enum Messages {
     // Identity providers (BankID, Vipps, ID-porten, any OpenID Connect issuer).
     // `provider` and `alternatives` are display names ("BankID", "Vipps").
 
-    /// "BankID login was cancelled" (S8, verbatim for BankID and Vipps).
+    /// "BankID login was cancelled" (word for word, for BankID and Vipps).
     public static func loginCancelled(provider: String) -> LocalizedText {
         LocalizedText(en: "\(provider) login was cancelled", nb: "\(provider)-innloggingen ble avbrutt")
     }
 
-    /// "BankID is temporarily unavailable. Try Vipps instead or retry later" (S8, verbatim).
+    /// "BankID is temporarily unavailable. Try Vipps instead or retry later" (word for word).
     public static func providerUnavailable(provider: String, alternatives: [String]) -> LocalizedText {
         if alternatives.isEmpty {
             return LocalizedText(en: "\(provider) is temporarily unavailable. Please retry later",

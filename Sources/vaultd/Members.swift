@@ -10,7 +10,8 @@ import VaultFactor
 import VaultProtocol
 import VaultStore
 
-/// The broker's `MemberDirectory`, made of member sync (S9) and the minimum-age
+/// The broker's `MemberDirectory`, made of member sync (the national identity
+/// number on the member record) and the minimum-age
 /// policies of `[providers.NAME] min_age`.
 final class RegistryMembers: MemberDirectory {
     let sync: MemberSync?

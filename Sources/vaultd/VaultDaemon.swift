@@ -160,7 +160,8 @@ struct VaultDaemon: AsyncParsableCommand {
         let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger)
 
         let storePath = dataDir + "/vault.sqlite"
-        // Member sync (S9): the registry from [members], or the seeded demo registry.
+        // Member sync (the national identity number on the member record): the
+        // registry from [members], or the seeded demo registry.
         let registry: (any MemberRegistry)?
         do {
             registry = try RegistryMembers.registry(file.members, dataDir: dataDir, demo: demo)

@@ -7,6 +7,7 @@ import VaultFactor
 import VaultStore
 #if canImport(Glibc)
 import Glibc
+import VaultTestSupport
 #endif
 
 /// A client conversation that answers from a script and records what it was asked and shown.
@@ -115,10 +116,8 @@ func failure(_ body: () async throws -> Void) async -> VaultFailure? {
 enum TempDir {
     /// A fresh 0700 directory (plugin safety checks refuse anything looser).
     static func make(_ label: String) -> String {
-        let path = NSTemporaryDirectory() + "factor-contract-\(label)-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        chmod(path, 0o700)
-        return path
+        // A test cannot go on without its directory (tests may crash; `try!` is for them).
+        try! makeTemporaryDirectory("factor-contract-\(label)")
     }
 
     static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultTestSupport
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
@@ -12,23 +13,7 @@ final class FPStubToolTests: TempDirTestCase {
         var err: String
     }
 
-    /// `VAULT_FPSTUB_BIN`, else beside the test bundle (SwiftPM puts executables
-    /// and the .xctest in one directory), else `<package>/.build/debug/`.
-    static let binary: String = {
-        if let v = ProcessInfo.processInfo.environment["VAULT_FPSTUB_BIN"], !v.isEmpty { return v }
-        var candidates: [String] = []
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(URL(fileURLWithPath: bundle.bundlePath).deletingLastPathComponent()
-                .appendingPathComponent("vault-fpstub").path)
-        }
-        if let exe = Bundle.main.executableURL {
-            candidates.append(exe.deletingLastPathComponent().appendingPathComponent("vault-fpstub").path)
-        }
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        candidates.append(package.appendingPathComponent(".build/debug/vault-fpstub").path)
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
-    }()
+    static let binary = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
 
     /// Runs the tool with `--state` pointing at this test's file (unless `state` is false).
     @discardableResult

@@ -1,4 +1,5 @@
 import Foundation
+import VaultTestSupport
 import XCTest
 
 /// The real fprintd on a private system bus, for one test: started by

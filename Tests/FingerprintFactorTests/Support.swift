@@ -30,18 +30,6 @@ final class ScriptedConversation: FactorConversation, Sendable {
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
 }
 
-/// What a test throws when something it needs is missing here (the built
-/// vault-fpstub): a skip on a developer's machine, a failure under `CI=true`,
-/// where a skipped suite would let the run go green without having tested anything.
-func cannotRunHere(_ reason: String) -> any Error {
-    guard ProcessInfo.processInfo.environment["CI"] == "true" else { return XCTSkip(reason) }
-    return CannotRunUnderCI(description: "CI=true, so this is a failure, not a skip: \(reason)")
-}
-
-struct CannotRunUnderCI: Error, CustomStringConvertible {
-    var description: String
-}
-
 /// A fresh directory per test, removed afterwards.
 class TempDirTestCase: XCTestCase {
     var dir: URL!

@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// The real pinentry-gtk2 on a real (virtual) X display: a locked vault, an

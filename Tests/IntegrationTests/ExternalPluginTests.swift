@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// An external factor written in Python, found by vaultd in its plugin
@@ -10,7 +11,7 @@ final class ExternalPluginTests: VaultdTestCase {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let target = dir + "/" + name
         try? FileManager.default.removeItem(atPath: target)
-        try FileManager.default.copyItem(atPath: TestProvider.packageRoot + "/Tests/plugins/vault-factor-pytest", toPath: target)
+        try FileManager.default.copyItem(atPath: repositoryRoot + "/Tests/plugins/vault-factor-pytest", toPath: target)
         chmod(target, mode)
         return target
     }

@@ -1,9 +1,11 @@
 import Foundation
 import VaultClient
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
-/// S4–S7 through a real vaultd with the stub fingerprint reader, driven by the
+/// Fingerprint enrollment after a first login, unlock, fallback when it fails,
+/// and its settings, through a real vaultd with the stub fingerprint reader, driven by the
 /// real vault-fpstub tool, as a person and their computer would.
 final class FingerprintFlowTests: VaultdTestCase {
     var stubPath = ""
@@ -25,7 +27,7 @@ final class FingerprintFlowTests: VaultdTestCase {
 
     @discardableResult
     func fpstub(_ args: String...) -> ProcessOutcome {
-        let exe = Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+        let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
         let out = (try? runProcess(exe, ["--state", stubPath] + args, env: childEnvironment([:]), timeout: 20))
             ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
         XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)")
@@ -144,7 +146,7 @@ final class FingerprintFlowTests: VaultdTestCase {
         let path = stubPath
         let second = PromptScript(secrets: [Self.pin]) { prompt in
             if prompt.kind == .message, prompt.text.lowercased().contains("touch") {
-                let exe = Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+                let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
                 _ = try? runProcess(exe, ["--state", path, "unplug"], env: childEnvironment([:]), timeout: 20)
             }
         }
@@ -199,7 +201,7 @@ final class FallbackToLoginTests: VaultdTestCase {
         try (v.configLines() + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stub)\"\nscan_timeout = 5\n")
             .write(toFile: v.configPath, atomically: true, encoding: .utf8)
         func fpstub(_ args: String...) {
-            let out = try? runProcess(Binaries.find("vault-fpstub", env: "VAULT_FPSTUB_BIN"), ["--state", stub] + args,
+            let out = try? runProcess(builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN"), ["--state", stub] + args,
                                       env: childEnvironment([:]), timeout: 20)
             XCTAssertEqual(out?.exit, 0, "vault-fpstub \(args)")
         }

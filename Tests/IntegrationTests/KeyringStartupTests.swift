@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// vaultd with its device key in a real Secret Service (gnome-keyring on a
@@ -16,7 +17,7 @@ final class KeyringStartupTests: VaultdTestCase {
         XCTAssertTrue(v.log.contains("created a new device key"))
 
         // The key is an item of our schema in the keyring, not a file.
-        let lookup = try PrivateKeyring.run(["secret-tool", "lookup", "vault", "default"],
+        let lookup = try runCommand(["secret-tool", "lookup", "vault", "default"],
                                             environment: keyring.childEnvironment())
         XCTAssertEqual(lookup.status, 0, lookup.stderr)
         XCTAssertFalse(lookup.stdout.isEmpty)

@@ -2,7 +2,7 @@ import Foundation
 import VaultProtocol
 import XCTest
 
-/// S8: every provider failure ends in its code and exact sentence, with nothing
+/// Login errors: every provider failure ends in its code and exact sentence, with nothing
 /// stored (no session, no login slot) and nothing left pending, through a real
 /// vaultd and vaultctl against the strict test providers.
 final class OIDCErrorTests: OIDCTestCase {

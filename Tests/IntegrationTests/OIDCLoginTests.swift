@@ -2,11 +2,11 @@ import Foundation
 import VaultProtocol
 import XCTest
 
-/// S1, S2 and the demo: whole logins through a real vaultd and vaultctl, with
+/// BankID and Vipps logins and the demo: whole logins through a real vaultd and vaultctl, with
 /// scripts/demo-browser playing the person at the provider.
 final class OIDCLoginTests: OIDCTestCase {
 
-    // MARK: S1 BankID
+    // MARK: BankID
 
     func testBankIDLoginReleasesVerifiedSessionWithoutRefreshToken() throws {
         let bankid = try startProvider("bankid")
@@ -131,7 +131,7 @@ final class OIDCLoginTests: OIDCTestCase {
         XCTAssertEqual(try releasedSession(v)["access_token"]?.stringValue, token2)
     }
 
-    // MARK: S2 Vipps
+    // MARK: Vipps
 
     func testVippsLoginTakesClaimsFromUserinfoAndKeepsNoRefreshToken() throws {
         let vipps = try startProvider("vipps")

@@ -5,7 +5,7 @@ import XCTest
 import Glibc
 #endif
 
-/// S8 beyond the provider's own errors: forged and missing redirects, the
+/// Login errors beyond the provider's own: forged and missing redirects, the
 /// loopback listener's cleanup, more ID token defects, the minimum age, and
 /// refreshes that cannot happen — through a real vaultd and vaultctl.
 final class OIDCRedirectTests: OIDCTestCase {

@@ -5,7 +5,7 @@ import XCTest
 import Glibc
 #endif
 
-/// S3 (stay logged in: restarts, silent refresh, single-flight refresh, rotated
+/// Staying logged in ( restarts, silent refresh, single-flight refresh, rotated
 /// refresh tokens, rejected refresh) and logout, through a real vaultd and
 /// vaultctl against the strict BankID test provider.
 final class OIDCSessionTests: OIDCTestCase {
@@ -195,7 +195,7 @@ final class OIDCSessionTests: OIDCTestCase {
         XCTAssertNotEqual(ctl(v, ["token", "--min-valid", "-5"], stdin: nil).exit, 0, "a negative --min-valid is refused")
     }
 
-    /// Refresh token expired at the provider: `session_expired` with the S3
+    /// Refresh token expired at the provider: `session_expired` with its
     /// sentence, and the session is gone.
     func testRejectedRefreshEndsTheSession() throws {
         let (bankid, v, _) = try loggedIn(accessTTL: 30)

@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

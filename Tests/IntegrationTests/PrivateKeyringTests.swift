@@ -1,12 +1,13 @@
 import Foundation
+import VaultTestSupport
 import XCTest
 
 /// Proves each PrivateKeyring mode is what other integration tests rely on it to be,
 /// using `secret-tool` (libsecret-tools) as an independent Secret Service client.
 final class PrivateKeyringTests: XCTestCase {
     private func secretTool(_ keyring: PrivateKeyring, _ arguments: [String], input: String? = nil)
-        throws -> PrivateKeyring.CommandResult {
-        try PrivateKeyring.run(["secret-tool"] + arguments, environment: keyring.childEnvironment(),
+        throws -> CommandResult {
+        try runCommand(["secret-tool"] + arguments, environment: keyring.childEnvironment(),
                                input: input, timeout: 10)
     }
 
@@ -110,7 +111,7 @@ final class PrivateKeyringTests: XCTestCase {
         keyring.stop()  // idempotent
 
         XCTAssertFalse(FileManager.default.fileExists(atPath: keyring.directory))
-        let call = try PrivateKeyring.run(
+        let call = try runCommand(
             ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
              "--method", "org.freedesktop.DBus.GetId"],
             environment: environment, timeout: 5)

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// The socket protocol against a real vaultd: every op's result shape
-/// (PROTOCOL.md), framing errors, fairness between clients, pipelining.
+/// (docs/protocol.md), framing errors, fairness between clients, pipelining.
 final class ProtocolTests: VaultdTestCase {
     func testEveryOpHasItsDocumentedShape() throws {
         let v = try startVaultd()

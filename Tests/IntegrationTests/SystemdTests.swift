@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -71,7 +72,7 @@ final class SystemdTests: VaultdTestCase {
     }
 
     func testUnitFilesDeclareWhatTheDaemonDoes() throws {
-        let root = TestProvider.packageRoot + "/dist/systemd/"
+        let root = repositoryRoot + "/dist/systemd/"
         let service = try String(contentsOfFile: root + "vaultd.service", encoding: .utf8)
         let socket = try String(contentsOfFile: root + "vaultd.socket", encoding: .utf8)
         for line in ["Type=notify", "LimitCORE=0", "NoNewPrivileges=yes", "MemoryDenyWriteExecute=yes"] {

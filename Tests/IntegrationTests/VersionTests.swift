@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// One version string: the VERSION file at the repository root. vaultd,
@@ -8,7 +9,7 @@ import XCTest
 final class VersionTests: VaultdTestCase {
     private var fileVersion: String {
         get throws {
-            try String(contentsOfFile: TestProvider.packageRoot + "/VERSION", encoding: .utf8)
+            try String(contentsOfFile: repositoryRoot + "/VERSION", encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }
@@ -17,7 +18,7 @@ final class VersionTests: VaultdTestCase {
         XCTAssertEqual(SessionVaultVersion.string, try fileVersion,
                        "Sources/VaultProtocol/Version.swift must say what VERSION says")
         // The wheel reads VERSION through this link (clients/python/pyproject.toml).
-        let linked = try String(contentsOfFile: TestProvider.packageRoot + "/clients/python/VERSION", encoding: .utf8)
+        let linked = try String(contentsOfFile: repositoryRoot + "/clients/python/VERSION", encoding: .utf8)
         XCTAssertEqual(linked.trimmingCharacters(in: .whitespacesAndNewlines), try fileVersion)
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Keyring
 import SodiumKit
+import VaultTestSupport
 import XCTest
 
 final class FileKeyringTests: XCTestCase {

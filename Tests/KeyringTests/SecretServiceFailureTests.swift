@@ -1,5 +1,6 @@
 import Foundation
 import Keyring
+import VaultTestSupport
 import XCTest
 
 /// How SecretServiceKeyring reports a locked keyring, a bus without a Secret Service, and

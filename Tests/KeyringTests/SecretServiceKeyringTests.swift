@@ -1,6 +1,7 @@
 import Foundation
 import Keyring
 import SodiumKit
+import VaultTestSupport
 import XCTest
 
 /// Against a real gnome-keyring through libsecret, in this process

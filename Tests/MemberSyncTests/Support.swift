@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import VaultTestSupport
 import XCTest
 
 @testable import MemberSync
@@ -103,13 +104,7 @@ class SyncTestCase: XCTestCase {
     var tmp = ""
 
     override func setUpWithError() throws {
-        var template = Array((NSTemporaryDirectory() + "/membersync-test-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buf -> Bool in
-            guard let base = buf.baseAddress else { return false }
-            return mkdtemp(base) != nil
-        }
-        XCTAssertTrue(made)
-        tmp = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        tmp = try makeTemporaryDirectory("membersync-test")
     }
 
     override func tearDownWithError() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import VaultTestSupport
 import XCTest
 @testable import OIDCFactor
 import VaultFactor

@@ -127,14 +127,6 @@ struct TestError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
-/// What a test throws when something it needs is missing here (a Python with
-/// `cryptography`): a skip on a developer's machine, a failure under `CI=true`,
-/// where a skipped suite would let the run go green without having tested anything.
-func cannotRunHere(_ reason: String) -> any Error {
-    guard ProcessInfo.processInfo.environment["CI"] == "true" else { return XCTSkip(reason) }
-    return TestError("CI=true, so this is a failure, not a skip: \(reason)")
-}
-
 func unixNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
 // MARK: - An in-process HTTP server (the provider stub)

@@ -163,7 +163,8 @@ final class OfflineAttackerTests: XCTestCase {
     }
 }
 
-/// No dead ends, no silent loss (issue 12 §3).
+/// No dead ends, no silent loss: every state the attacker tests leave has a way
+/// out for the owner, and nothing stored is dropped without a word.
 final class NoDeadEndTests: XCTestCase {
     var fx: Fixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))

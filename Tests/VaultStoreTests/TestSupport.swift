@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultTestSupport
 import XCTest
 
 @testable import VaultStore
@@ -14,13 +15,7 @@ class StoreTestCase: XCTestCase {
     var mounts: [String] = []
 
     override func setUpWithError() throws {
-        var template = Array((NSTemporaryDirectory() + "/vaultstore-test-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buf -> Bool in
-            guard let base = buf.baseAddress else { return false }
-            return mkdtemp(base) != nil
-        }
-        XCTAssertTrue(made)
-        tmp = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        tmp = try makeTemporaryDirectory("vaultstore-test")
     }
 
     override func tearDownWithError() throws {

@@ -27,6 +27,9 @@ from sessionvault import VaultClient, VaultConnectionError, VaultError, default_
 VAULTD = os.environ.get("VAULTD") or os.path.join(ROOT, ".build", "debug", "vaultd")
 VAULTCTL = os.environ.get("VAULTCTL") or os.path.join(ROOT, ".build", "debug", "vaultctl")
 EXAMPLE_APP = os.path.join(CLIENT_DIR, "example_app.py")
+# clients/swift's example-app, built against a local tag by scripts/build-swift-example
+# (scripts/test builds it and sets this).
+SWIFT_EXAMPLE_APP = os.environ.get("SWIFT_EXAMPLE_APP") or os.path.join(ROOT, ".build", "swift-example", "example-app")
 
 IO_TIMEOUT = 10.0  # every socket read
 START_TIMEOUT = 20.0  # vaultd accepting connections
@@ -219,12 +222,17 @@ class VaultdTestCase(unittest.TestCase):
             fields["name"] = name
         return client.call("import", **fields)
 
-    def run_example_app(self, *args, env_extra=None):
+    def run_example_app(self, *args, env_extra=None, swift=False):
+        """The Python example app, or with ``swift`` the Swift one (clients/swift)."""
+        if swift and not os.access(SWIFT_EXAMPLE_APP, os.X_OK):
+            raise cannot_run_here("the Swift example app is not built at %s (scripts/build-swift-example)"
+                                  % SWIFT_EXAMPLE_APP)
         env = dict(os.environ, SESSIONVAULT_SOCKET=self.vaultd.socket, LANG="C.UTF-8")
         env.pop("LC_ALL", None)
         env.pop("LC_MESSAGES", None)
         env.update(env_extra or {})
-        return subprocess.run([sys.executable, EXAMPLE_APP, *args], env=env, stdin=subprocess.DEVNULL,
+        command = [SWIFT_EXAMPLE_APP] if swift else [sys.executable, EXAMPLE_APP]
+        return subprocess.run(command + list(args), env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=30)
 
 
@@ -589,6 +597,22 @@ class TestSessions(VaultdTestCase):
         r = self.run_example_app("--account", "carol")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(r.stdout.startswith("Hello, Carol Example"), r.stdout)
+
+    def test_swift_example_app_greets_and_says_what_is_wrong(self):
+        c = self.client()
+        self.import_session(c, "dave", name="Dave Example", access_token="AT-dave-swift")
+        r = self.run_example_app("--account", "dave", swift=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.strip(), "Hello, Dave Example")
+        self.assertNotIn("AT-dave-swift", r.stdout + r.stderr)
+        # An account the vault does not hold: the vault's own sentence, in the person's language.
+        for lang, env_lang in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            nb = self.client(lang=lang)
+            with self.assertRaises(VaultError) as cm:
+                nb.session("nobody-here")
+            r = self.run_example_app("--account", "nobody-here", swift=True, env_extra={"LANG": env_lang})
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.strip(), cm.exception.message)
 
     def test_vaultctl_sees_import(self):
         if not os.access(VAULTCTL, os.X_OK):

@@ -1,4 +1,10 @@
 import DaemonConfig
+import FuzzReplay
+
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
+@main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
+#endif
 
 /// A config file as a person might write it (or mistype it).
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -1,4 +1,10 @@
+import FuzzReplay
 import VaultProtocol
+
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
+@main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
+#endif
 
 /// One request line as vaultd receives it: decode, and when it decodes,
 /// re-encode and decode again (what we write must parse the same).

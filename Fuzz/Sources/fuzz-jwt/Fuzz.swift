@@ -1,8 +1,14 @@
 import Dispatch
+import FuzzReplay
 import JWTKit
 import OIDCFactor
 import Synchronization
 import VaultProtocol
+
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
+@main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
+#endif
 
 /// The ID-token path of the OIDC factor: `IDTokenCheck` runs the same JWKS
 /// parsing and `IDTokenVerifier` steps (header, kid/alg selection, signature,

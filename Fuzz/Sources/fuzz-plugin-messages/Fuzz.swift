@@ -1,4 +1,10 @@
 import ExternalFactor
+import FuzzReplay
+
+// libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
+#if !FUZZING
+@main enum Replay { static func main() { FuzzReplay.main(fuzz) } }
+#endif
 
 /// One line from an external factor plugin (an untrusted process).
 @_cdecl("LLVMFuzzerTestOneInput")

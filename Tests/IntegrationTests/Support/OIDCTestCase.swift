@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -34,7 +35,7 @@ func startPythonProvider(_ script: String, _ arguments: [String], timeout: Doubl
     }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: python)
-    p.arguments = [TestProvider.packageRoot + "/Tests/providers/" + script] + arguments
+    p.arguments = [repositoryRoot + "/Tests/providers/" + script] + arguments
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice

@@ -2,6 +2,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import VaultTestSupport
 #endif
 
 /// A private D-Bus session bus, and optionally a real gnome-keyring-daemon on it, for
@@ -88,7 +89,7 @@ final class PrivateKeyring {
     init(_ mode: Mode, dataHome: String? = nil, password: String = "sessionvault-test-password",
          seed: [Seed] = []) throws {
         self.mode = mode
-        directory = try Self.makeTemporaryDirectory()
+        directory = try makeTemporaryDirectory()
         self.dataHome = dataHome ?? directory + "/data"
         configHome = directory + "/config"
         runtimeDir = directory + "/runtime"
@@ -144,64 +145,17 @@ final class PrivateKeyring {
     func stop() {
         if stopped { return }
         stopped = true
-        if let keyringDaemon { Self.terminate(keyringDaemon) }
+        if let keyringDaemon { terminate(keyringDaemon) }
         keyringDaemon = nil
-        if let bus { Self.terminate(bus) }
+        if let bus { terminate(bus) }
         bus = nil
         busStdout = nil
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    // MARK: - Running tools
-
-    struct CommandResult: Sendable {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-        var timedOut: Bool
-        var elapsed: TimeInterval
-    }
-
-    /// Runs `arguments` (looked up on PATH) with `environment`, feeding `input` on stdin.
-    /// Killed after `timeout`; output goes through files so a chatty tool cannot block.
-    static func run(_ arguments: [String], environment: [String: String], input: String? = nil,
-                    timeout: TimeInterval = 10) throws -> CommandResult {
-        let scratch = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let outPath = scratch + "/stdout", errPath = scratch + "/stderr"
-        guard FileManager.default.createFile(atPath: outPath, contents: nil),
-              FileManager.default.createFile(atPath: errPath, contents: nil),
-              let out = FileHandle(forWritingAtPath: outPath), let err = FileHandle(forWritingAtPath: errPath) else {
-            throw SetupError(description: "cannot create output files in \(scratch)")
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.environment = environment
-        process.standardOutput = out
-        process.standardError = err
-        let stdin = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
-        let start = Date()
-        try process.run()
-        try? out.close()
-        try? err.close()
-        if let input {
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        }
-        let finished = waitForExit(process, timeout: timeout)
-        if !finished { terminate(process) }
-        let elapsed = Date().timeIntervalSince(start)
-        let stdout = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
-        let stderr = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-        return CommandResult(status: finished ? process.terminationStatus : -1, stdout: stdout, stderr: stderr,
-                             timedOut: !finished, elapsed: elapsed)
-    }
-
     /// Whether `name` has an owner on this instance's bus.
     func nameHasOwner(_ name: String) throws -> Bool {
-        let result = try Self.run(
+        let result = try runCommand(
             ["gdbus", "call", "--session", "--dest", "org.freedesktop.DBus",
              "--object-path", "/org/freedesktop/DBus",
              "--method", "org.freedesktop.DBus.NameHasOwner", name],
@@ -283,7 +237,7 @@ final class PrivateKeyring {
     }
 
     private func stopKeyringDaemon() throws {
-        if let keyringDaemon { Self.terminate(keyringDaemon) }
+        if let keyringDaemon { terminate(keyringDaemon) }
         keyringDaemon = nil
         // The bus drops the name when the connection closes; wait so the next daemon
         // is the one that answers.
@@ -297,7 +251,7 @@ final class PrivateKeyring {
     private func store(_ seed: [Seed]) throws {
         for item in seed {
             let attributes = item.attributes.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value] }
-            let result = try Self.run(["secret-tool", "store", "--label=\(item.label)"] + attributes,
+            let result = try runCommand(["secret-tool", "store", "--label=\(item.label)"] + attributes,
                                       environment: childEnvironment(), input: item.secret, timeout: 5)
             guard result.status == 0 else {
                 throw SetupError(description: "seeding \(item.attributes) failed: \(result.stderr)")
@@ -308,7 +262,7 @@ final class PrivateKeyring {
     /// A wrong password must leave the collection locked. If a gnome-keyring release ever
     /// unlocked it anyway, every "locked" test would silently test nothing.
     private func verifyLocked() throws {
-        let result = try Self.run(
+        let result = try runCommand(
             ["secret-tool", "store", "--label=SessionVault lock probe", "sessionvault-probe", "locked"],
             environment: childEnvironment(), input: "probe", timeout: 5)
         guard result.status != 0, result.stderr.lowercased().contains("locked") else {
@@ -334,19 +288,6 @@ final class PrivateKeyring {
         (try? String(contentsOfFile: directory + "/" + name, encoding: .utf8)) ?? "(no log)"
     }
 
-    private static func makeTemporaryDirectory() throws -> String {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        var template = Array("\(base)/sessionvault-test.XXXXXX".utf8CString)
-        // mkdtemp creates the dir 0700 and never reuses an existing name.
-        let made = template.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress.flatMap { mkdtemp($0) }.map { String(cString: $0) }
-        }
-        guard let made else {
-            throw SetupError(description: "mkdtemp in \(base) failed: \(String(cString: strerror(errno)))")
-        }
-        return made
-    }
-
     /// Reads one line from `fd`, giving up after `timeout` (a wedged daemon must not hang the test run).
     private static func readLine(from fd: Int32, timeout: TimeInterval) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
@@ -369,24 +310,5 @@ final class PrivateKeyring {
                 return String(decoding: bytes[..<newline], as: UTF8.self)
             }
         }
-    }
-
-    private static func waitForExit(_ process: Process, timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if Date() > deadline { return false }
-            usleep(5_000)
-        }
-        process.waitUntilExit()
-        return true
-    }
-
-    /// SIGTERM, then SIGKILL if it has not exited within 3 s.
-    private static func terminate(_ process: Process) {
-        guard process.isRunning else { return }
-        process.terminate()
-        if waitForExit(process, timeout: 3) { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
     }
 }

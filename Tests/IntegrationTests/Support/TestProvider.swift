@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import VaultProtocol
 import Locking
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -18,18 +19,13 @@ final class TestProvider {
     let profile: String
     let clientID = "sessionvault-test"
 
-    static var packageRoot: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().path
-    }
-
     static var python: String? {
-        let venv = packageRoot + "/.venv/bin/python"
+        let venv = repositoryRoot + "/.venv/bin/python"
         return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
     }
 
     /// The scripted browser vaultctl is given with `--browser`.
-    static var browser: String { packageRoot + "/scripts/demo-browser" }
+    static var browser: String { repositoryRoot + "/scripts/demo-browser" }
 
     init(profile: String, arguments: [String] = []) throws {
         self.profile = profile

@@ -1,34 +1,16 @@
 import Foundation
 import VaultClient
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Where the real binaries are: `VAULTD_BIN` / `VAULTCTL_BIN`, else beside the
-/// test bundle (SwiftPM puts executables and the .xctest in one directory),
-/// else `<package>/.build/debug/`.
+/// The real binaries: `VAULTD_BIN` / `VAULTCTL_BIN`, else the ones this build made.
 enum Binaries {
-    static func find(_ name: String, env key: String) -> String {
-        if let v = ProcessInfo.processInfo.environment[key], !v.isEmpty { return v }
-        var candidates: [String] = []
-        if let exe = Bundle.main.executableURL {
-            candidates.append(exe.deletingLastPathComponent().appendingPathComponent(name).path)
-        }
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(URL(fileURLWithPath: bundle.bundlePath).deletingLastPathComponent().appendingPathComponent(name).path)
-        }
-        // <pkg>/Tests/IntegrationTests/Support/VaultdProcess.swift -> <pkg>
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        candidates.append(package.appendingPathComponent(".build/debug/\(name)").path)
-        for c in candidates where FileManager.default.isExecutableFile(atPath: c) { return c }
-        return candidates.last!
-    }
-
-    static var vaultd: String { find("vaultd", env: "VAULTD_BIN") }
-    static var vaultctl: String { find("vaultctl", env: "VAULTCTL_BIN") }
+    static var vaultd: String { builtExecutable("vaultd", env: "VAULTD_BIN") }
+    static var vaultctl: String { builtExecutable("vaultctl", env: "VAULTCTL_BIN") }
 }
 
 /// The outcome of a child process run to completion.
@@ -55,48 +37,11 @@ func childEnvironment(_ extra: [String: String]) -> [String: String] {
     return env
 }
 
-/// Runs a program to completion (bounded), capturing stdout and stderr through
-/// files so a chatty child can never deadlock on a full pipe.
+/// Runs a program to completion (bounded; `runCommand` in VaultTestSupport).
 func runProcess(_ executable: String, _ args: [String], stdin: String? = nil, env: [String: String],
                 timeout: Double = 60) throws -> ProcessOutcome {
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("svit-run-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let outURL = scratch.appendingPathComponent("out"), errURL = scratch.appendingPathComponent("err")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-    let outHandle = try FileHandle(forWritingTo: outURL)
-    let errHandle = try FileHandle(forWritingTo: errURL)
-
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: executable)
-    p.arguments = args
-    p.environment = env
-    p.standardOutput = outHandle
-    p.standardError = errHandle
-    let inPipe = Pipe()
-    if stdin != nil { p.standardInput = inPipe } else { p.standardInput = FileHandle.nullDevice }
-    try p.run()
-    try? outHandle.close()
-    try? errHandle.close()
-    if let stdin {
-        inPipe.fileHandleForWriting.write(Data(stdin.utf8))
-        try? inPipe.fileHandleForWriting.close()
-    }
-    let deadline = monotonicNow() + timeout
-    var timedOut = false
-    while p.isRunning {
-        if monotonicNow() > deadline {
-            timedOut = true
-            kill(p.processIdentifier, SIGKILL)
-        }
-        usleep(10_000)
-    }
-    p.waitUntilExit()
-    let out = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
-    let err = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
-    return ProcessOutcome(exit: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal,
-                          out: out, err: err, timedOut: timedOut)
+    let r = try runCommand([executable] + args, environment: env, input: stdin, timeout: timeout)
+    return ProcessOutcome(exit: r.status, signaled: r.signaled, out: r.stdout, err: r.stderr, timedOut: r.timedOut)
 }
 
 /// One vaultd for one test: its own temp dir (data, runtime, config, log),
@@ -126,11 +71,8 @@ final class VaultdProcess {
     /// Creates the temp dir and writes the config. Does not start vaultd.
     init(config: String? = VaultdProcess.fastPINConfig, keyring: String? = "file", extraArgs: [String] = [],
          env: [String: String] = [:]) throws {
-        var template = Array("/tmp/svit-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw IntegrationError("mkdtemp failed: errno \(errno)")
-        }
-        root = String(cString: made)
+        // In /tmp itself: the socket path inside must stay under 108 bytes.
+        root = try makeTemporaryDirectory("svit", in: "/tmp")
         dataDir = root + "/data"
         runDir = root + "/run"
         socketPath = runDir + "/vault.sock"
