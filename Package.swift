@@ -83,9 +83,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
+        // Cutting a connection's bytes into request lines, with the 64 KiB limit (fuzzed by fuzz-frames).
+        .target(name: "LineFraming", dependencies: [
+            "CVaultShims", "VaultProtocol", .product(name: "NIOCore", package: "swift-nio"),
+        ], swiftSettings: strict),
+
         // The Unix-socket NDJSON server in front of the broker.
         .target(name: "VaultServer", dependencies: [
-            "CVaultShims", "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
+            "CVaultShims", "LineFraming", "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -169,7 +174,7 @@ let package = Package(
 
         // libFuzzer targets (scripts/fuzz) and the corpus replay they share.
         .target(name: "FuzzReplay", path: "Fuzz/Sources/FuzzReplay", swiftSettings: strict),
-        fuzzTarget("fuzz-frames", ["VaultProtocol"]),
+        fuzzTarget("fuzz-frames", ["VaultProtocol", "LineFraming", .product(name: "NIOCore", package: "swift-nio")]),
         fuzzTarget("fuzz-plugin-messages", ["ExternalFactor"]),
         fuzzTarget("fuzz-config", ["DaemonConfig"]),
         // fuzz-jwt signs mutated headers and payloads with its fixed test keys.

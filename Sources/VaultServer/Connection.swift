@@ -1,4 +1,5 @@
 import CVaultShims
+import LineFraming
 import Locking
 import NIOCore
 import VaultCore

@@ -3,7 +3,7 @@ import NIOCore
 import VaultProtocol
 
 /// One inbound frame: a complete line, or the news that a line grew past the limit.
-enum Frame {
+public enum Frame {
     case line(ByteBuffer)
     case tooLong
 }
@@ -13,26 +13,27 @@ enum Frame {
 /// as soon as the limit is passed the splitter reports `.tooLong` once and
 /// ignores everything after, and the connection handler answers and closes.
 ///
+/// Its own target so that the fuzzer (fuzz-frames) reaches it without the server.
 /// The connection handler calls it directly rather than through a
 /// `ByteToMessageHandler`: a request is usually one whole line in one read,
 /// handed on as a slice of the read buffer with no copy, no extra pipeline
 /// step and no boxing of the frame.
-struct LineSplitter {
-    let maxLineBytes: Int
+public struct LineSplitter {
+    public let maxLineBytes: Int
     /// A partial line carried over to the next read.
     private var pending: ByteBuffer?
     /// Bytes of `pending` already searched for a newline, so a slowly dribbled
     /// line is scanned once, not once per arriving packet.
     private var scanned = 0
-    private(set) var overflowed = false
+    public private(set) var overflowed = false
 
-    init(maxLineBytes: Int = Wire.maxLineBytes) {
+    public init(maxLineBytes: Int = Wire.maxLineBytes) {
         self.maxLineBytes = maxLineBytes
     }
 
     /// Calls `emit` for every whole line in `incoming` (after what was
     /// pending), or once with `.tooLong`; keeps a partial last line.
-    mutating func feed(_ incoming: inout ByteBuffer, _ emit: (Frame) -> Void) {
+    public mutating func feed(_ incoming: inout ByteBuffer, _ emit: (Frame) -> Void) {
         guard !overflowed else { return }
         var buffer: ByteBuffer
         if var carried = pending {
