@@ -171,8 +171,10 @@ struct RequestHandler: Sendable {
             }
             Task {
                 let response = await respond(to: request, client: client)
-                client.link.send(response.encoded())
+                // Counted out before the answer goes: a client that waits for
+                // an answer before sending its 33rd request is never refused.
                 client.ended()
+                client.link.send(response.encoded())
             }
         }
     }
