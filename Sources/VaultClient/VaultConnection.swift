@@ -2,6 +2,7 @@ import CVaultShims
 // App authors depend on the VaultClient product alone; the wire types in its
 // API (JSON, Language, Prompt) come with it.
 @_exported import VaultProtocol
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,6 +59,8 @@ public final class VaultConnection {
     private var buffer: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 65_536)
     private var nextID: Int64 = 1
+    /// Vault events (after `watch`) that arrived while an answer was awaited.
+    private var pendingEvents: [WatchEvent] = []
 
     /// `$SESSIONVAULT_SOCKET`, else `$XDG_RUNTIME_DIR/sessionvault/vault.sock`,
     /// else `/tmp/sessionvault-UID/vault.sock` (what vaultd uses by default).
@@ -131,6 +134,10 @@ public final class VaultConnection {
                 }
                 continue
             }
+            if o["event"]?.stringValue == "vault" {
+                pendingEvents.append(WatchEvent(o))
+                continue
+            }
             // Acknowledgements of our answers carry their own ids; skip them.
             if let rid = o["id"], rid != .int(id), rid != .null { continue }
             if o["ok"]?.boolValue == true { return o["result"] ?? .object([:]) }
@@ -139,6 +146,53 @@ public final class VaultConnection {
             extra["code"] = nil
             extra["message"] = nil
             throw .vault(code: code, message: err["message"]?.stringValue ?? code, extra: extra)
+        }
+    }
+
+    /// Asks for vault events on this connection; returns `watching` and
+    /// `locked` (the state now). Then `nextEvent` reads them.
+    @discardableResult
+    public func watch() throws(ClientError) -> JSON { try call("watch") }
+
+    /// The next vault event (after `watch`), waiting for it.
+    public func nextEvent() throws(ClientError) -> WatchEvent {
+        if !pendingEvents.isEmpty { return pendingEvents.removeFirst() }
+        while true {
+            let line = try readLine()
+            guard let reply = try? JSON.parse(line), let o = reply.objectValue else { throw .malformed("reply is not a JSON object") }
+            if o["event"]?.stringValue == "vault" { return WatchEvent(o) }
+        }
+    }
+
+    /// Vault events as an async sequence, on a connection of their own read on
+    /// a thread of their own (a blocking read must not hold a task's thread).
+    /// Ends with an error when vaultd goes away; stops when the consumer does.
+    public static func events(socketPath: String? = nil, client: String) -> AsyncThrowingStream<WatchEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let connection: VaultConnection
+            do {
+                connection = try VaultConnection(socketPath: socketPath)
+                try connection.hello(client: client, language: .en, interactive: false)
+                try connection.watch()
+            } catch {
+                continuation.finish(throwing: error)
+                return
+            }
+            let fd = connection.fd
+            // Wakes the blocked read when the consumer stops listening.
+            continuation.onTermination = { _ in _ = shutdown(fd, Int32(SHUT_RDWR)) }
+            let reader = EventReader(connection)
+            let thread = Thread {
+                do {
+                    while true {
+                        if case .terminated = continuation.yield(try reader.connection.nextEvent()) { break }
+                    }
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            thread.name = "vault-events"
+            thread.start()
         }
     }
 
@@ -174,6 +228,32 @@ public final class VaultConnection {
             buffer.append(contentsOf: chunk[0..<n])
         }
     }
+}
+
+/// One vault event (docs/protocol.md, "Events"): `kind` is `locked`,
+/// `unlocked`, `session_expired`, `logged_out`, `grant_revoked` or `resync`
+/// (events were missed: read `status` again).
+public struct WatchEvent: Sendable, Equatable {
+    public var kind: String
+    /// For `locked`: why (`request`, `idle`, `screen_locked`, `sleep`, …).
+    public var reason: String?
+    /// For the per-account kinds.
+    public var account: String?
+    /// For `grant_revoked`.
+    public var app: String?
+
+    init(_ o: [String: JSON]) {
+        kind = o["kind"]?.stringValue ?? ""
+        reason = o["reason"]?.stringValue
+        account = o["account"]?.stringValue
+        app = o["app"]?.stringValue
+    }
+}
+
+/// Hands the connection to the reading thread, which alone uses it from then on.
+private final class EventReader: @unchecked Sendable {
+    let connection: VaultConnection
+    init(_ connection: VaultConnection) { self.connection = connection }
 }
 
 /// A stream socket connected to the Unix socket at `path` (close-on-exec), or
