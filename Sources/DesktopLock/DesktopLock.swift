@@ -90,7 +90,7 @@ public final class DesktopLockWatcher: @unchecked Sendable {
         } else {
             log("no system bus: the vault does not lock with logind (screen lock, sleep, logout)")
         }
-        if let session = Self.connect(G_BUS_TYPE_SESSION, log: log) {
+        if Self.hasSessionBus(), let session = Self.connect(G_BUS_TYPE_SESSION, log: log) {
             listen(session, interface: Self.screenSaverInterface, member: "ActiveChanged", path: nil, userData: me)
             out.append("ScreenSaver")
         } else {
@@ -148,6 +148,14 @@ public final class DesktopLockWatcher: @unchecked Sendable {
             guard let member, let userData else { return }
             Unmanaged<DesktopLockWatcher>.fromOpaque(userData).takeUnretainedValue().signal(String(cString: member), parameters)
         }, userData, nil)
+    }
+
+    /// Whether a session bus is announced. Asked first because without one GIO
+    /// would try to autolaunch a bus for an X display.
+    static func hasSessionBus() -> Bool {
+        if let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 { return true }
+        guard let runtime = getenv("XDG_RUNTIME_DIR") else { return false }
+        return access(String(cString: runtime) + "/bus", F_OK) == 0
     }
 
     /// A connection of our own to the bus, or nil (logged) when there is none.
