@@ -1,4 +1,5 @@
 import Foundation
+import VaultClient
 import VaultProtocol
 import VaultTestSupport
 import XCTest
@@ -82,5 +83,21 @@ final class WatchTests: VaultdTestCase {
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
         let event = try watcher.readJSON(timeout: 5)
         XCTAssertEqual(event["kind"], "locked", event.text)
+    }
+
+    func testTheSwiftClientHasThemAsAnAsyncSequence() async throws {
+        let v = try startVaultd()
+        enrollPIN(v)
+        let events = VaultConnection.events(socketPath: v.socketPath, client: "swift-watch-test")
+        var iterator = events.makeAsyncIterator()
+        // `events` returns once its connection's `watch` is answered: nothing after this is missed.
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let first = try await iterator.next()
+        XCTAssertEqual(first?.kind, "locked")
+        XCTAssertEqual(first?.reason, "request")
+        let (r, _) = try unlock(v, pins: [VaultdTestCase.pin])
+        XCTAssertTrue(r.isOK, r.text)
+        let second = try await iterator.next()
+        XCTAssertEqual(second?.kind, "unlocked")
     }
 }
