@@ -41,8 +41,8 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     /// Our logind session's object path, once found.
     var sessionPath: String?
 
-    /// `sessionID`: `XDG_SESSION_ID` when set; otherwise the session is asked
-    /// of logind by our pid (`GetSessionByPID`).
+    /// `sessionID`: `XDG_SESSION_ID` when set; otherwise logind is asked
+    /// (`findSession`).
     public init(sessionID: String?, onLock: @escaping @Sendable (DesktopLockCause) -> Void,
                 log: @escaping @Sendable (String) -> Void) {
         self.sessionID = sessionID
@@ -117,23 +117,40 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     }
 
     /// Our session's object path: `GetSession(XDG_SESSION_ID)`, else
-    /// `GetSessionByPID(our pid)`; nil when logind has neither (vaultd started
-    /// by the systemd user manager is in no session of its own).
+    /// `GetSessionByPID(our pid)`, else the user's display session (logind's
+    /// `User.Display`: the graphical session, where vaultd started by the
+    /// systemd user manager, in no session of its own, finds it); nil when
+    /// logind has none of them.
     func findSession(_ bus: OpaquePointer) -> String? {
-        let reply: OpaquePointer?
         if let sessionID, !sessionID.isEmpty {
-            reply = call(bus, "GetSession", Self.tuple(g_variant_new_string(sessionID)))
-        } else {
-            reply = call(bus, "GetSessionByPID", Self.tuple(g_variant_new_uint32(UInt32(getpid()))))
+            return objectPath(call(bus, "GetSession", Self.tuple([g_variant_new_string(sessionID)])), 0)
         }
-        guard let reply else { return nil }
-        defer { g_variant_unref(reply) }
-        return Self.string(reply, 0)
+        if let path = objectPath(call(bus, "GetSessionByPID", Self.tuple([g_variant_new_uint32(UInt32(getpid()))])), 0) {
+            return path
+        }
+        guard let user = objectPath(call(bus, "GetUser", Self.tuple([g_variant_new_uint32(getuid())])), 0) else { return nil }
+        let arguments = Self.tuple([g_variant_new_string("org.freedesktop.login1.User"), g_variant_new_string("Display")])
+        let reply = call(bus, "Get", arguments, path: user, interface: "org.freedesktop.DBus.Properties")
+        // (v) holding (so): the session's id and path; "/" when the user has no display session.
+        let boxed = reply.flatMap { Self.child($0, 0) }
+        defer { if let reply { g_variant_unref(reply) }; if let boxed { g_variant_unref(boxed) } }
+        guard let boxed, let display = g_variant_get_variant(boxed) else { return nil }
+        defer { g_variant_unref(display) }
+        let path = Self.string(display, 1)
+        return path == "/" ? nil : path
     }
 
-    func call(_ bus: OpaquePointer, _ method: String, _ arguments: OpaquePointer?) -> OpaquePointer? {
+    /// Child `index` of a reply, when it is a string or object path; frees the reply.
+    func objectPath(_ reply: OpaquePointer?, _ index: Int) -> String? {
+        guard let reply else { return nil }
+        defer { g_variant_unref(reply) }
+        return Self.string(reply, index)
+    }
+
+    func call(_ bus: OpaquePointer, _ method: String, _ arguments: OpaquePointer?, path: String = managerPath,
+              interface: String = managerInterface) -> OpaquePointer? {
         var error: UnsafeMutablePointer<GError>?
-        let reply = g_dbus_connection_call_sync(bus, Self.logind, Self.managerPath, Self.managerInterface, method, arguments,
+        let reply = g_dbus_connection_call_sync(bus, Self.logind, path, interface, method, arguments,
                                                 nil, G_DBUS_CALL_FLAGS_NONE, 5000, nil, &error)
         if let error {
             log("logind \(method): \(String(cString: error.pointee.message))")
@@ -180,10 +197,10 @@ public final class DesktopLockWatcher: @unchecked Sendable {
         return connection
     }
 
-    /// A floating one-element tuple (the call takes it over).
-    static func tuple(_ value: OpaquePointer?) -> OpaquePointer? {
-        var children: [OpaquePointer?] = [value]
-        return children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, 1) }
+    /// A floating tuple of floating values (the call takes it over).
+    static func tuple(_ values: [OpaquePointer?]) -> OpaquePointer? {
+        var children = values
+        return children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
     }
 
     /// Child `index` of a tuple, when it is a boolean.

@@ -18,9 +18,10 @@ final class DesktopLockTests: VaultdTestCase {
     }
 
     /// vaultd on the private desktop, with the PIN set up, and a watcher.
-    func start(config: String = VaultdProcess.fastPINConfig, sessionID: String? = "c7") throws -> (VaultdProcess, RawClient) {
+    func start(config: String = VaultdProcess.fastPINConfig, sessionID: String? = "c7", prepare: [String] = []) throws -> (VaultdProcess, RawClient) {
         let d = try Desktop()
         desktop = d
+        for command in prepare { try d.ctl(command) }
         var env = ["DBUS_SYSTEM_BUS_ADDRESS": d.system, "DBUS_SESSION_BUS_ADDRESS": d.session]
         if let sessionID { env["XDG_SESSION_ID"] = sessionID }
         let v = try startVaultd(config: config, env: env)
@@ -65,6 +66,14 @@ final class DesktopLockTests: VaultdTestCase {
 
     func testTheSessionIsFoundByPIDWithoutXDGSessionID() throws {
         let (v, watcher) = try start(sessionID: nil)
+        try unlockAndHear(v, watcher)
+        try desktop?.ctl("lock")
+        XCTAssertEqual(try watcher.readJSON(timeout: 5)["reason"], "screen_locked")
+        XCTAssertEqual(try status(v)["locked"], .bool(true))
+    }
+
+    func testTheDisplaySessionIsUsedWhenThePIDHasNone() throws {
+        let (v, watcher) = try start(sessionID: nil, prepare: ["display-only"])
         try unlockAndHear(v, watcher)
         try desktop?.ctl("lock")
         XCTAssertEqual(try watcher.readJSON(timeout: 5)["reason"], "screen_locked")
