@@ -248,6 +248,14 @@ public actor Vault {
         }
     }
 
+    /// The desktop's lock (screen lock, sleep, logout). Like the idle lock,
+    /// skipped while the device key alone guards the vault: nothing but a
+    /// login would open it again, for no gain.
+    public func lockWithDesktop(reason: String) {
+        guard !guardedByDeviceKeyOnly else { return }
+        lock(reason: reason)
+    }
+
     /// Called periodically by the daemon: the idle timeout (restarted by every
     /// request), `max_unlocked` (counted from the unlock, however busy the vault
     /// is, as gpg-agent's max-cache-ttl), and the soft boxes' own limit.

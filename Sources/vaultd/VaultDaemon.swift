@@ -276,7 +276,7 @@ struct VaultDaemon: AsyncParsableCommand {
     static func lockWithTheDesktop(_ vault: Vault, logger: Logger) {
         let watcher = DesktopLockWatcher(
             sessionID: Paths.env("XDG_SESSION_ID"),
-            onLock: { cause in Task { await vault.lock(reason: cause.rawValue) } },
+            onLock: { cause in Task { await vault.lockWithDesktop(reason: cause.rawValue) } },
             log: { logger.notice("\($0)") })
         let listening = watcher.start()
         if listening.isEmpty {

@@ -18,14 +18,15 @@ final class DesktopLockTests: VaultdTestCase {
     }
 
     /// vaultd on the private desktop, with the PIN set up, and a watcher.
-    func start(config: String = VaultdProcess.fastPINConfig, sessionID: String? = "c7", prepare: [String] = []) throws -> (VaultdProcess, RawClient) {
+    func start(config: String = VaultdProcess.fastPINConfig, sessionID: String? = "c7", prepare: [String] = [],
+               pin: Bool = true) throws -> (VaultdProcess, RawClient) {
         let d = try Desktop()
         desktop = d
         for command in prepare { try d.ctl(command) }
         var env = ["DBUS_SYSTEM_BUS_ADDRESS": d.system, "DBUS_SESSION_BUS_ADDRESS": d.session]
         if let sessionID { env["XDG_SESSION_ID"] = sessionID }
         let v = try startVaultd(config: config, env: env)
-        enrollPIN(v)
+        if pin { enrollPIN(v) }
         let watcher = try v.raw()
         try watcher.hello()
         XCTAssertTrue(try watcher.call("watch").isOK)
@@ -84,6 +85,14 @@ final class DesktopLockTests: VaultdTestCase {
         let (v, watcher) = try start(config: "lock_on_screen_lock = false\n" + VaultdProcess.fastPINConfig)
         try unlockAndHear(v, watcher)
         for signal in ["lock", "sleep", "screensaver", "logout"] { try desktop?.ctl(signal) }
+        XCTAssertEqual(watcher.readLine(timeout: 0.5), .timeout)
+        XCTAssertEqual(try status(v)["locked"], .bool(false))
+    }
+
+    func testAVaultWithoutAnUnlockMethodIsNotLocked() throws {
+        // As with the idle lock: only a new login could open it again.
+        let (v, watcher) = try start(pin: false)
+        try desktop?.ctl("lock")
         XCTAssertEqual(watcher.readLine(timeout: 0.5), .timeout)
         XCTAssertEqual(try status(v)["locked"], .bool(false))
     }
