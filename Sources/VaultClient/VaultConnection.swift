@@ -2,7 +2,6 @@ import CVaultShims
 // App authors depend on the VaultClient product alone; the wire types in its
 // API (JSON, Language, Prompt) come with it.
 @_exported import VaultProtocol
-import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -181,18 +180,16 @@ public final class VaultConnection {
             let fd = connection.fd
             // Wakes the blocked read when the consumer stops listening.
             continuation.onTermination = { _ in _ = shutdown(fd, Int32(SHUT_RDWR)) }
-            let reader = EventReader(connection)
-            let thread = Thread {
+            let reader = EventReader(connection) {
                 do {
                     while true {
-                        if case .terminated = continuation.yield(try reader.connection.nextEvent()) { break }
+                        if case .terminated = continuation.yield(try $0.nextEvent()) { break }
                     }
                 } catch {
                     continuation.finish(throwing: error)
                 }
             }
-            thread.name = "vault-events"
-            thread.start()
+            reader.start()
         }
     }
 
@@ -250,10 +247,33 @@ public struct WatchEvent: Sendable, Equatable {
     }
 }
 
-/// Hands the connection to the reading thread, which alone uses it from then on.
+/// Hands the connection to a thread of its own, which alone uses it from
+/// then on. A pthread, not Foundation's Thread: VaultClient does without
+/// Foundation, so vaultctl never loads it.
 private final class EventReader: @unchecked Sendable {
     let connection: VaultConnection
-    init(_ connection: VaultConnection) { self.connection = connection }
+    let body: (VaultConnection) -> Void
+
+    init(_ connection: VaultConnection, body: @escaping (VaultConnection) -> Void) {
+        self.connection = connection
+        self.body = body
+    }
+
+    func start() {
+        var thread = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&thread, nil, { raw in
+            guard let raw else { return nil }
+            let reader = Unmanaged<EventReader>.fromOpaque(raw).takeRetainedValue()
+            reader.body(reader.connection)
+            return nil
+        }, me)
+        if rc == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<EventReader>.fromOpaque(me).release()
+        }
+    }
 }
 
 /// A stream socket connected to the Unix socket at `path` (close-on-exec), or
