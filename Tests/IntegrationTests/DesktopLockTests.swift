@@ -109,11 +109,7 @@ final class DesktopLockTests: VaultdTestCase {
 /// Tests/desktop/desktop-bus-ctl's private buses and mocks, for one test.
 final class Desktop {
     static let python = "/usr/bin/python3"
-    static let script: String = {
-        let file = "\(#filePath)"
-        guard let tests = file.range(of: "/Tests/", options: .backwards) else { return "Tests/desktop/desktop-bus-ctl" }
-        return file[..<tests.lowerBound] + "/Tests/desktop/desktop-bus-ctl"
-    }()
+    static let script = repositoryRoot + "/Tests/desktop/desktop-bus-ctl"
 
     let root: String
     var system: String { "unix:path=\(root)/system.sock" }
