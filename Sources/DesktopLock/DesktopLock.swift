@@ -151,7 +151,7 @@ public final class DesktopLockWatcher: @unchecked Sendable {
               interface: String = managerInterface) -> OpaquePointer? {
         var error: UnsafeMutablePointer<GError>?
         let reply = g_dbus_connection_call_sync(bus, Self.logind, path, interface, method, arguments,
-                                                nil, G_DBUS_CALL_FLAGS_NONE, 5000, nil, &error)
+                                                nil, G_DBUS_CALL_FLAGS_NONE, 2000, nil, &error)
         if let error {
             log("logind \(method): \(String(cString: error.pointee.message))")
             g_error_free(error)
