@@ -150,8 +150,10 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     func call(_ bus: OpaquePointer, _ method: String, _ arguments: OpaquePointer?, path: String = managerPath,
               interface: String = managerInterface) -> OpaquePointer? {
         var error: UnsafeMutablePointer<GError>?
+        // No auto-start: a logind that is not running is not there; the bus
+        // trying to start it would only hold vaultd's start.
         let reply = g_dbus_connection_call_sync(bus, Self.logind, path, interface, method, arguments,
-                                                nil, G_DBUS_CALL_FLAGS_NONE, 2000, nil, &error)
+                                                nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, 2000, nil, &error)
         if let error {
             log("logind \(method): \(String(cString: error.pointee.message))")
             g_error_free(error)
