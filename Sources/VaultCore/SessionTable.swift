@@ -40,8 +40,11 @@ final class SessionTable: Sendable {
     }
 
     private let state: Locked<State>
+    /// Hears the vault key come back (`unlocked`), whichever way it came.
+    let events: VaultEvents
 
-    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double) {
+    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double, events: VaultEvents = VaultEvents()) {
+        self.events = events
         var s = State(vaultKey: vaultKey, lastActivity: now)
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }
@@ -57,10 +60,13 @@ final class SessionTable: Sendable {
 
     func setVaultKey(_ key: SecureBytes?, now: Double) {
         // The old key, if any, is released here; sodium_free wipes it.
-        state.withLock { s in
+        let opened = state.withLock { s -> Bool in
+            let wasLocked = s.vaultKey == nil
             s.vaultKey = key
             s.unlockedAt = now
+            return wasLocked && key != nil
         }
+        if opened { events.emit(.unlocked) }
     }
 
     /// Drops the vault key and the record keys of sessions stored while it was

@@ -175,6 +175,7 @@ struct Sessions {
         _ = try? store.deleteSession(id: id)
         table.remove(id)
         audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
+        if let account { table.events.emit(.sessionExpired(account: account)) }
     }
 
     // MARK: Rotations the store refused

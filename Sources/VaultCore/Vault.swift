@@ -110,6 +110,8 @@ public actor Vault {
     var keyslots: Keyslots
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
+    /// What watching apps hear (`watch`, VaultEvents.swift); the server listens here.
+    public nonisolated let events = VaultEvents()
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
@@ -145,7 +147,7 @@ public actor Vault {
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
         self.keyslots = opened.keyslots
         let started = Date().timeIntervalSince1970
-        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
+        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
         // the vault key goes only into its soft box: the vault starts locked and a
@@ -242,7 +244,16 @@ public actor Vault {
     public func lock(reason: String, requester: Requester? = nil) {
         if table.lock() {
             audit.record("lock", outcome: "ok", detail: ["reason": .string(reason)], requester: requester)
+            events.emit(.locked(reason: reason))
         }
+    }
+
+    /// The desktop's lock (screen lock, sleep, logout). Like the idle lock,
+    /// skipped while the device key alone guards the vault: nothing but a
+    /// login would open it again, for no gain.
+    public func lockWithDesktop(reason: String) {
+        guard !guardedByDeviceKeyOnly else { return }
+        lock(reason: reason)
     }
 
     /// Called periodically by the daemon: the idle timeout (restarted by every
@@ -453,6 +464,7 @@ public actor Vault {
                 table.remove(id)
             }
         }
+        for (_, entry) in targets { events.emit(.loggedOut(account: entry.meta.account)) }
         var confirmed = 0
         for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {
             confirmed += 1

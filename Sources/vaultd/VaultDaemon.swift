@@ -10,6 +10,7 @@ import MemberSync
 import OIDCFactor
 import Prompter
 import DemoProviders
+import DesktopLock
 import ExternalFactor
 import FingerprintFactor
 import PINFactor
@@ -201,6 +202,7 @@ struct VaultDaemon: AsyncParsableCommand {
         if let n = file.connection_idle_timeout, n < 0 {
             Self.fail(Messages.configInvalid, detail: "connection_idle_timeout must be 0 (never) or more seconds", language: language, code: 2)
         }
+        if file.lock_on_screen_lock ?? true { Self.lockWithTheDesktop(vault, logger: logger) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
         let server = VaultServer(vault: vault, socketPath: activated.flatMap(Systemd.socketPath(of:)) ?? socketPath, group: group,
@@ -266,6 +268,22 @@ struct VaultDaemon: AsyncParsableCommand {
             }
         }
         fail(Messages.storeUnreadable, detail: "could not start a fresh vault", language: language, code: 4)
+    }
+
+    /// Locks the vault when the screen locks, before suspend and at logout
+    /// (DesktopLock). Subscribed before the socket opens, so a client that
+    /// can connect already hears the `locked` these bring.
+    static func lockWithTheDesktop(_ vault: Vault, logger: Logger) {
+        let watcher = DesktopLockWatcher(
+            sessionID: Paths.env("XDG_SESSION_ID"),
+            onLock: { cause in Task { await vault.lockWithDesktop(reason: cause.rawValue) } },
+            log: { logger.notice("\($0)") })
+        let listening = watcher.start()
+        if listening.isEmpty {
+            logger.notice("no D-Bus: the vault does not lock with the desktop")
+        } else {
+            logger.info("locking with the desktop", metadata: ["listening": "\(listening.joined(separator: ", "))"])
+        }
     }
 
     /// Prints the sentence (and a detail for whoever reads logs) and exits.

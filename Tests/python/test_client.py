@@ -809,3 +809,24 @@ class TestPinFlow(VaultdTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestWatch(VaultdTestCase):
+    """``watch()`` and ``events()``: vault events as an iterator."""
+
+    def test_events_arrive_in_order_and_answers_still_reach_their_requests(self):
+        watcher = self.client("pywatcher")
+        self.assertEqual(watcher.watch(), {"watching": True, "locked": False})
+        other = self.client("pyother")
+        self.import_session(other, "py-watch")
+        other.logout(account="py-watch")
+        other.lock()
+        # A request sent while events wait: its answer is kept for it, the events for events().
+        self.assertIn("locked", watcher.status())
+        events = list(watcher.events(timeout=0.5))
+        self.assertEqual([e["kind"] for e in events], ["logged_out", "locked"], events)
+        self.assertEqual(events[0]["account"], "py-watch")
+        self.assertEqual(events[1]["reason"], "request")
+        self.assertIsNone(watcher.next_event(timeout=0.2))
+        # A connection that did not watch hears nothing.
+        self.assertIsNone(other.next_event(timeout=0.2))
