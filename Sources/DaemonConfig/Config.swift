@@ -23,6 +23,9 @@ public struct FileConfig: Codable, Sendable {
     /// Client connections open at once.
     public var max_connections: Int?
     public var log_level: String?
+    /// Each session only to the apps allowed it (default true). false gives
+    /// every program of the user every session: weaker, for single-app setups.
+    public var per_app: Bool?
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?

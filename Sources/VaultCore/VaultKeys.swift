@@ -108,6 +108,7 @@ extension Vault {
         self.sessions.publicKey = publicKey
         strongLoginAt = nil
         table.removeAll()
+        grants.forgetAll()
         table.setVaultKey(vk, now: now())
         audit.record("reset", outcome: "ok", detail: ["sessions": .int(Int64(removed)), "factors": .int(Int64(factorCount))],
                      requester: conversation.requester)

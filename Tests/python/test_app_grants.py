@@ -1,0 +1,222 @@
+"""Each session only to the apps allowed it, tested as it would be attacked:
+the Python client runs inside bubblewrap sandboxes whose /.flatpak-info names
+an app, the way Flatpak starts apps; vaultd must see that id, grant the app that
+imports, ask (through its own scripted pinentry) for any other, and remember
+only what the person chose.
+
+Run from the repository root (needs bwrap, Debian package bubblewrap):
+    python3 -m unittest discover -s Tests/python -p 'test_app_grants.py' -v
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from test_client import (CLIENT_DIR, FAKE_PINENTRY, FAR_FUTURE, ISSUER, VAULTCTL, VaultdTestCase,
+                         cannot_run_here)
+
+from sessionvault import VaultError  # noqa: E402  (test_client put clients/python on sys.path)
+
+BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
+APP = "org.example.Aktivitetslogg"
+OTHER = "org.example.Timeliste"
+
+# Runs inside the sandbox: one connection, one op, one JSON line out.
+SANDBOXED_APP = r"""
+import json, sys
+sys.path.insert(0, "/client")
+from sessionvault import VaultClient, VaultError
+sock, op, account, lang, prompter = sys.argv[1:6]
+try:
+    with VaultClient(sock, timeout=30) as c:
+        c.hello("sandboxed", lang=lang, prompter=prompter or None)
+        if op == "import":
+            r = c.call("import", issuer="https://login.example.org", client_id="pytest-client", account=account,
+                       name="Kari Nordmann", refresh_token="RT-sandbox-secret", access_token="AT-" + account,
+                       expires_at=4102444800, provider="bankid")
+        else:
+            r = c.session(account)
+    print(json.dumps({"ok": r}))
+except VaultError as e:
+    print(json.dumps({"error": e.code, "message": e.message}))
+"""
+
+
+class TestAppGrants(VaultdTestCase):
+    """Flatpak-like sandboxes (bubblewrap) and the grant dialog (scripted pinentry)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(BWRAP, os.X_OK):
+            raise cannot_run_here("bwrap not found (apt-get install bubblewrap)")
+        if not os.access(VAULTCTL, os.X_OK):
+            raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
+        cls.fake_dir = tempfile.mkdtemp(prefix="sv-pytest-grants-")
+        cls.addClassCleanup(shutil.rmtree, cls.fake_dir, ignore_errors=True)
+        cls.fake_log = os.path.join(cls.fake_dir, "log")
+        cls.fake_script = os.path.join(cls.fake_dir, "script")
+        cls.CONFIG = 'pinentry = "%s"\nprompt_timeout = 10\n' % FAKE_PINENTRY
+        os.environ["FAKE_PINENTRY_LOG"] = cls.fake_log
+        os.environ["FAKE_PINENTRY_SCRIPT"] = cls.fake_script
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["FAKE_PINENTRY_LOG"]
+            del os.environ["FAKE_PINENTRY_SCRIPT"]
+
+    def script(self, *actions):
+        with open(self.fake_script, "w") as f:
+            f.write("".join(a + "\n" for a in actions))
+
+    def dialogs(self):
+        """The grant dialogs shown so far: each one's SETDESC and button lines."""
+        try:
+            with open(self.fake_log) as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return []
+        shown, current = [], None
+        for line in lines:
+            if line.startswith("START"):
+                current = []
+                shown.append(current)
+            elif current is not None:
+                current.append(line)
+        return shown
+
+    def sandboxed(self, app_id, op, account="kari", lang="en", prompter="vault"):
+        """Runs the Python client in a bubblewrap sandbox whose /.flatpak-info names app_id."""
+        info = os.path.join(self.fake_dir, "flatpak-info-" + app_id)
+        with open(info, "w") as f:
+            f.write("[Application]\nname=%s\nruntime=runtime/org.gnome.Platform/x86_64/46\n" % app_id)
+        run_dir = os.path.dirname(self.vaultd.socket)
+        cmd = [BWRAP, "--die-with-parent", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+               "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+               "--ro-bind", info, "/.flatpak-info", "--ro-bind", CLIENT_DIR, "/client", "--bind", run_dir, run_dir,
+               "--proc", "/proc", "--dev", "/dev",
+               "/usr/bin/python3", "-c", SANDBOXED_APP, self.vaultd.socket, op, account, lang, prompter]
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def vaultctl(self, *args):
+        r = subprocess.run([VAULTCTL, *args, "--socket", self.vaultd.socket, "--non-interactive"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, LANG="C.UTF-8"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
+    def grants(self):
+        return {a["app"]: a for a in json.loads(self.vaultctl("apps", "--json"))["apps"]}
+
+    def audit(self):
+        with self.client() as c:
+            c.hello("pytest-audit")
+            return c.call("audit", limit=1000)["entries"]
+
+    def test_two_sandboxed_apps_each_get_only_what_the_person_allowed(self):
+        # The app that imports is granted: vaultd saw its Flatpak id through the sandbox.
+        base = len(self.dialogs())
+        self.script()
+        imported = self.sandboxed(APP, "import")
+        self.assertEqual(imported.get("ok", {}).get("account"), "kari", imported)
+        grants = self.grants()
+        self.assertEqual(grants[APP]["kind"], "flatpak")
+        self.assertTrue(grants[APP]["verified"])
+        self.assertIn("kari", grants[APP]["accounts"])
+        own = self.sandboxed(APP, "session")
+        self.assertEqual(own.get("ok", {}).get("access_token"), "AT-kari", own)
+        self.assertEqual(self.dialogs()[base:], [], "an app's own session needs no dialog")
+
+        # Another sandboxed app is asked about: Deny refuses it.
+        self.script("cancel")
+        denied = self.sandboxed(OTHER, "session")
+        self.assertEqual(denied.get("error"), "app_not_allowed", denied)
+        self.assertIn(OTHER, denied["message"])
+        dialog = self.dialogs()[-1]
+        self.assertIn("SETDESC Allow ‘%s’ to use your bankid session?%%0A%%0AAllowed now: %s." % (OTHER, APP), dialog)
+        for button in ("SETOK Allow", "SETNOTOK Only this time", "SETCANCEL Deny"):
+            self.assertIn(button, dialog)
+
+        # Only this time: this release, and the next one is asked again.
+        self.script("notok")
+        once = self.sandboxed(OTHER, "session")
+        self.assertEqual(once.get("ok", {}).get("access_token"), "AT-kari", once)
+        self.script("cancel")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
+        self.assertNotIn(OTHER, self.grants())
+
+        # Allow: remembered; no dialog the next time.
+        self.script("ok")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("ok", {}).get("access_token"), "AT-kari")
+        shown = len(self.dialogs())
+        self.script()
+        self.assertIn("ok", self.sandboxed(OTHER, "session"))
+        self.assertEqual(len(self.dialogs()), shown, "an allowed app is not asked again")
+        self.assertEqual(self.grants()[OTHER]["accounts"], ["kari"])
+
+        # Revoked: asked again (and refused on Deny); the first app keeps its grant.
+        self.assertIn("kari", self.vaultctl("apps", "revoke", OTHER))
+        self.assertNotIn(OTHER, self.grants())
+        self.script("cancel")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
+        self.assertEqual(len(self.dialogs()), shown + 1)
+        self.assertIn("ok", self.sandboxed(APP, "session"))
+
+        # In bokmål, the dialog and the refusal.
+        self.script("cancel")
+        nb = self.sandboxed(OTHER, "session", lang="nb")
+        self.assertEqual(nb.get("error"), "app_not_allowed")
+        self.assertIn("har ikke lov til å bruke den innloggingen", nb["message"])
+        self.assertIn("SETOK Tillat", self.dialogs()[-1])
+        self.assertTrue(any(l.startswith("SETDESC Vil du la «%s» bruke bankid-økten din?" % OTHER) for l in self.dialogs()[-1]))
+
+        # Without a dialog (a client that did not let vaultd ask): refused with the sentence, no dialog.
+        shown = len(self.dialogs())
+        plain = self.sandboxed(OTHER, "session", prompter="")
+        self.assertEqual(plain.get("error"), "app_not_allowed", plain)
+        self.assertIn("SessionVault's own dialog", plain["message"])
+        self.assertEqual(len(self.dialogs()), shown)
+
+        # The audit log shows every decision, with the app's identity.
+        def kari(e):
+            return e["detail"].get("account") == "kari" or "kari" in e["detail"].get("accounts", [])
+        decisions = [(e["outcome"], e["detail"].get("app"), e["detail"].get("app_kind"))
+                     for e in self.audit() if e["event"] == "grant" and kari(e)]
+        self.assertEqual(decisions, [
+            ("allow", APP, "flatpak"),        # the import
+            ("deny", OTHER, "flatpak"), ("once", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
+            ("allow", OTHER, "flatpak"), ("revoked", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
+            ("deny", OTHER, "flatpak"), ("no_dialog", OTHER, "flatpak"),
+        ])
+        releases = {(e["detail"].get("app"), e["detail"].get("app_kind")) for e in self.audit() if e["event"] == "release" and kari(e)}
+        self.assertEqual(releases, {(APP, "flatpak"), (OTHER, "flatpak")})
+
+    def test_an_unverified_app_is_labelled_so(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="ola"))
+        # This test process itself: no sandbox, no desktop scope, only its executable.
+        exe = os.path.realpath("/proc/self/exe")
+        self.script("ok")
+        with self.client() as c:
+            c.hello("pytest", prompter="vault")
+            self.assertEqual(c.session("ola")["access_token"], "AT-ola")
+        dialog = self.dialogs()[-1]
+        name = os.path.basename(exe)
+        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ (unverified) to use your bankid session?" % name)
+                            and "could not verify which app this is" in l and exe in l for l in dialog), dialog)
+        grant = self.grants()[exe]
+        self.assertEqual((grant["kind"], grant["verified"]), ("executable", False))
+        listed = [l for l in self.vaultctl("apps").splitlines() if l.startswith(exe + "\t")]
+        self.assertEqual(len(listed), 1, listed)
+        self.assertIn("(executable, unverified)", listed[0])
+        self.assertIn("ola", listed[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
