@@ -52,7 +52,7 @@ extension Vault {
             return
         }
         let question = GrantQuestion(app: app, account: account,
-                                     provider: providers.provider(for: meta)?.displayName ?? meta.provider,
+                                     provider: Vault.providerName(meta, providers.provider(for: meta)),
                                      allowed: grants.apps(for: account).map(\.shortName))
         let refused = VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
         let detail = Vault.appDetail(app, account: account)
@@ -88,6 +88,14 @@ extension Vault {
 
     /// Whether grants are checked (`per_app`).
     public var perApp: Bool { config.perApp }
+
+    /// The name a person knows the session's provider by: the well-known
+    /// ones' (an imported session's provider is named after its issuer), else
+    /// the configured provider's, else its id.
+    nonisolated static func providerName(_ meta: SessionMeta, _ provider: (any IdentityProvider)?) -> String {
+        if let known = ["bankid": "BankID", "vipps": "Vipps", "idporten": "ID-porten"][meta.provider] { return known }
+        return provider?.displayName ?? meta.provider
+    }
 
     /// Every grant, for `vaultctl apps`.
     public func appGrants() -> [AppGrant] { grants.all }

@@ -139,7 +139,7 @@ class TestAppGrants(VaultdTestCase):
         self.assertEqual(denied.get("error"), "app_not_allowed", denied)
         self.assertIn(OTHER, denied["message"])
         dialog = self.dialogs()[-1]
-        self.assertIn("SETDESC Allow ‘%s’ to use your bankid session?%%0A%%0AAllowed now: %s." % (OTHER, APP), dialog)
+        self.assertIn("SETDESC Allow ‘%s’ to use your BankID session?%%0A%%0AAllowed now: %s." % (OTHER, APP), dialog)
         for button in ("SETOK Allow", "SETNOTOK Only this time", "SETCANCEL Deny"):
             self.assertIn(button, dialog)
 
@@ -174,7 +174,7 @@ class TestAppGrants(VaultdTestCase):
         self.assertEqual(nb.get("error"), "app_not_allowed")
         self.assertIn("har ikke lov til å bruke den innloggingen", nb["message"])
         self.assertIn("SETOK Tillat", self.dialogs()[-1])
-        self.assertTrue(any(l.startswith("SETDESC Vil du la «%s» bruke bankid-økten din?" % OTHER) for l in self.dialogs()[-1]))
+        self.assertTrue(any(l.startswith("SETDESC Vil du la «%s» bruke BankID-økten din?" % OTHER) for l in self.dialogs()[-1]))
 
         # Without a dialog (a client that did not let vaultd ask): refused with the sentence, no dialog.
         shown = len(self.dialogs())
@@ -208,7 +208,7 @@ class TestAppGrants(VaultdTestCase):
             self.assertEqual(c.session("ola")["access_token"], "AT-ola")
         dialog = self.dialogs()[-1]
         name = os.path.basename(exe)
-        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ (unverified) to use your bankid session?" % name)
+        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ (unverified) to use your BankID session?" % name)
                             and "could not verify which app this is" in l and exe in l for l in dialog), dialog)
         grant = self.grants()[exe]
         self.assertEqual((grant["kind"], grant["verified"]), ("executable", False))
