@@ -598,22 +598,6 @@ class TestSessions(VaultdTestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(r.stdout.startswith("Hello, Carol Example"), r.stdout)
 
-    def test_swift_example_app_greets_and_says_what_is_wrong(self):
-        c = self.client()
-        self.import_session(c, "dave", name="Dave Example", access_token="AT-dave-swift")
-        r = self.run_example_app("--account", "dave", swift=True)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(r.stdout.strip(), "Hello, Dave Example")
-        self.assertNotIn("AT-dave-swift", r.stdout + r.stderr)
-        # An account the vault does not hold: the vault's own sentence, in the person's language.
-        for lang, env_lang in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
-            nb = self.client(lang=lang)
-            with self.assertRaises(VaultError) as cm:
-                nb.session("nobody-here")
-            r = self.run_example_app("--account", "nobody-here", swift=True, env_extra={"LANG": env_lang})
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertEqual(r.stdout.strip(), cm.exception.message)
-
     def test_vaultctl_sees_import(self):
         if not os.access(VAULTCTL, os.X_OK):
             raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
@@ -644,6 +628,31 @@ class TestSessions(VaultdTestCase):
 
 
 FAKE_PINENTRY = os.path.join(ROOT, "Tests", "pinentry", "fake-pinentry")
+
+
+class TestSwiftExampleApp(VaultdTestCase):
+    """The Swift example app reads what this test (Python) imported: two
+    programs, one session. With per-app grants on, the Swift app would be
+    asked about (test_app_grants.py tests that); here the grants are off on
+    purpose, as `per_app = false` allows for a single-app setup."""
+
+    CONFIG = "per_app = false\n"
+
+    def test_swift_example_app_greets_and_says_what_is_wrong(self):
+        c = self.client()
+        self.import_session(c, "dave", name="Dave Example", access_token="AT-dave-swift")
+        r = self.run_example_app("--account", "dave", swift=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.strip(), "Hello, Dave Example")
+        self.assertNotIn("AT-dave-swift", r.stdout + r.stderr)
+        # An account the vault does not hold: the vault's own sentence, in the person's language.
+        for lang, env_lang in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            nb = self.client(lang=lang)
+            with self.assertRaises(VaultError) as cm:
+                nb.session("nobody-here")
+            r = self.run_example_app("--account", "nobody-here", swift=True, env_extra={"LANG": env_lang})
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.strip(), cm.exception.message)
 
 
 class TestVaultPrompter(VaultdTestCase):
