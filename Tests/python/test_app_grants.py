@@ -12,14 +12,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 import unittest
 
-from test_client import (CLIENT_DIR, FAKE_PINENTRY, FAR_FUTURE, ISSUER, VAULTCTL, VaultdTestCase,
-                         cannot_run_here)
+from test_client import CLIENT_DIR, VAULTCTL, FakePinentryTestCase, cannot_run_here
 
-from sessionvault import VaultError  # noqa: E402  (test_client put clients/python on sys.path)
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 APP = "org.example.Aktivitetslogg"
@@ -46,8 +42,10 @@ except VaultError as e:
 """
 
 
-class TestAppGrants(VaultdTestCase):
+class TestAppGrants(FakePinentryTestCase):
     """Flatpak-like sandboxes (bubblewrap) and the grant dialog (scripted pinentry)."""
+
+    PINENTRY_CONFIG = "prompt_timeout = 10\n"
 
     @classmethod
     def setUpClass(cls):
@@ -55,22 +53,7 @@ class TestAppGrants(VaultdTestCase):
             raise cannot_run_here("bwrap not found (apt-get install bubblewrap)")
         if not os.access(VAULTCTL, os.X_OK):
             raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
-        cls.fake_dir = tempfile.mkdtemp(prefix="sv-pytest-grants-")
-        cls.addClassCleanup(shutil.rmtree, cls.fake_dir, ignore_errors=True)
-        cls.fake_log = os.path.join(cls.fake_dir, "log")
-        cls.fake_script = os.path.join(cls.fake_dir, "script")
-        cls.CONFIG = 'pinentry = "%s"\nprompt_timeout = 10\n' % FAKE_PINENTRY
-        os.environ["FAKE_PINENTRY_LOG"] = cls.fake_log
-        os.environ["FAKE_PINENTRY_SCRIPT"] = cls.fake_script
-        try:
-            super().setUpClass()
-        finally:
-            del os.environ["FAKE_PINENTRY_LOG"]
-            del os.environ["FAKE_PINENTRY_SCRIPT"]
-
-    def script(self, *actions):
-        with open(self.fake_script, "w") as f:
-            f.write("".join(a + "\n" for a in actions))
+        super().setUpClass()
 
     def dialogs(self):
         """The grant dialogs shown so far: each one's SETDESC and button lines."""

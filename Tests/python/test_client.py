@@ -655,8 +655,12 @@ class TestSwiftExampleApp(VaultdTestCase):
             self.assertEqual(r.stdout.strip(), cm.exception.message)
 
 
-class TestVaultPrompter(VaultdTestCase):
-    """``prompter="vault"``: vaultd asks through its own (scripted) pinentry; the app only waits."""
+class FakePinentryTestCase(VaultdTestCase):
+    """A class's vaultd whose dialogs go to the scripted pinentry
+    (Tests/pinentry/fake-pinentry): ``fake_log`` records what it was told,
+    ``script`` sets its answers."""
+
+    PINENTRY_CONFIG = FAST_PIN_CONFIG
 
     @classmethod
     def setUpClass(cls):
@@ -664,7 +668,7 @@ class TestVaultPrompter(VaultdTestCase):
         cls.addClassCleanup(shutil.rmtree, cls.fake_dir, ignore_errors=True)
         cls.fake_log = os.path.join(cls.fake_dir, "log")
         cls.fake_script = os.path.join(cls.fake_dir, "script")
-        cls.CONFIG = 'pinentry = "%s"\n%s' % (FAKE_PINENTRY, FAST_PIN_CONFIG)
+        cls.CONFIG = 'pinentry = "%s"\n%s' % (FAKE_PINENTRY, cls.PINENTRY_CONFIG)
         os.environ["FAKE_PINENTRY_LOG"] = cls.fake_log
         os.environ["FAKE_PINENTRY_SCRIPT"] = cls.fake_script
         try:
@@ -672,15 +676,23 @@ class TestVaultPrompter(VaultdTestCase):
         finally:
             del os.environ["FAKE_PINENTRY_LOG"]
             del os.environ["FAKE_PINENTRY_SCRIPT"]
+
+    def script(self, *actions):
+        with open(self.fake_script, "w") as f:
+            f.write("".join(a + "\n" for a in actions))
+
+
+class TestVaultPrompter(FakePinentryTestCase):
+    """``prompter="vault"``: vaultd asks through its own (scripted) pinentry; the app only waits."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
         with cls.vaultd.client(on_prompt=Prompter(PIN, PIN)) as c:
             c.hello("pytest-setup", interactive=True)
             c.call("enroll", factor="pin")
             c.call("import", issuer=ISSUER, client_id="pytest-client", account="kari", name="Kari Nordmann",
                    refresh_token="RT-kari-secret", access_token="AT-kari", expires_at=FAR_FUTURE)
-
-    def script(self, *actions):
-        with open(self.fake_script, "w") as f:
-            f.write("".join(a + "\n" for a in actions))
 
     def test_locked_vault_asks_in_its_own_dialog(self):
         self.client().lock()
