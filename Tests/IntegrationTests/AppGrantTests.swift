@@ -44,6 +44,9 @@ final class AppGrantTests: VaultdTestCase {
             ((try? self.auditEntries(v)) ?? []).contains { $0["event"] == "release" && $0["detail"]?["app"]?.stringValue == runner }
         })
 
+        let text = v.vaultctl(["audit"]).out
+        XCTAssertTrue(text.contains("grant\tno_dialog by ") && text.contains(" app executable:") && text.contains("/vaultctl\n"), text)
+
         // Revoked: the runner is asked about too now (and, with no dialog, refused).
         let revoked = v.vaultctl(["apps", "revoke", runner])
         XCTAssertEqual(revoked.exit, 0, revoked.err)
