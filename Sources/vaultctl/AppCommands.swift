@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import VaultClient
 import VaultProtocol
 
@@ -34,7 +33,7 @@ struct Apps: ParsableCommand {
                     let label = a["verified"]?.boolValue == false
                         ? LocalizedText(en: "\(kind), unverified", nb: "\(kind), ikke bekreftet").text(s.language) : kind
                     let accounts = (a["accounts"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
-                    let lastUse = a["last_use"]?.intValue.map { Apps.timestamp($0) } ?? "-"
+                    let lastUse = a["last_use"]?.intValue.map { isoTime(Double($0)) } ?? "-"
                     print("\(a["app"]?.stringValue ?? "?")\t(\(label))\t\(accounts)\t\(lastUse)")
                 }
             }
@@ -55,14 +54,5 @@ struct Apps: ParsableCommand {
                 s.say(LocalizedText(en: "‘\(app)’ may no longer use: \(accounts).", nb: "«\(app)» kan ikke lenger bruke: \(accounts)."))
             }
         }
-    }
-
-    /// A last use in UTC, to the minute (how grants keep it).
-    static func timestamp(_ seconds: Int64) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
-        return f.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
     }
 }
