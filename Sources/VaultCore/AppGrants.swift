@@ -120,7 +120,7 @@ struct AppGrants {
         byID[id] = grant
     }
 
-    /// Notes a release; written back when the kept last use is older than a minute.
+    /// Notes a release; written back (on a task) when the kept last use is older than a minute.
     mutating func used(_ app: AppIdentity, account: String, now: Int64) {
         let id = id(app, account)
         guard var grant = byID[id] else { return }
@@ -128,10 +128,16 @@ struct AppGrants {
         grant.lastUse = now
         byID[id] = grant
         guard stale, let row = try? row(grant, id: id, now: now) else { return }
-        do {
-            try store.updateGrants(put: [row], delete: [])
-        } catch {
-            logger.warning("an app grant's last use could not be saved", metadata: ["error": "\(error)"])
+        // Off the release's path: a commit waits for the disk. An update only,
+        // so a grant revoked before this runs is not brought back.
+        let store = self.store
+        let logger = self.logger
+        Task.detached(priority: .utility) {
+            do {
+                try store.updateGrantIfPresent(row)
+            } catch {
+                logger.warning("an app grant's last use could not be saved", metadata: ["error": "\(error)"])
+            }
         }
     }
 

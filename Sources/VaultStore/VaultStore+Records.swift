@@ -136,6 +136,17 @@ extension VaultStore {
         }
     }
 
+    /// Replaces an existing grant row only (a last use): a row deleted in the
+    /// meantime (revoked) stays deleted. False when there was none.
+    @discardableResult
+    public func updateGrantIfPresent(_ row: GrantRow) throws(StoreError) -> Bool {
+        try write("updateGrantIfPresent") { db in
+            try db.execute(sql: "UPDATE app_grant SET sealed = ?, updated_at = ? WHERE id = ?",
+                           arguments: [Data(row.sealed), row.updatedAt, row.id])
+            return db.changesCount > 0
+        }
+    }
+
     // MARK: - Sessions
 
     private static let sessionColumns =
