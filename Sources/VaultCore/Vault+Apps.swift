@@ -97,13 +97,23 @@ extension Vault {
         return provider?.displayName ?? meta.provider
     }
 
-    /// Every grant, for `vaultctl apps`.
-    public func appGrants() -> [AppGrant] { grants.all }
+    /// The grants `requester` may see, for `vaultctl apps`: every grant, but
+    /// a sandboxed app (Flatpak, Snap) sees only its own, and can take back only its own.
+    public func appGrants(visibleTo requester: Requester? = nil) -> [AppGrant] {
+        grants.all.filter { Vault.mayManage($0, requester) }
+    }
+
+    nonisolated static func mayManage(_ grant: AppGrant, _ requester: Requester?) -> Bool {
+        guard let app = requester?.app, app.kind == .flatpak || app.kind == .snap else { return true }
+        return grant.app == app
+    }
 
     /// Takes back every grant of the app named `name` (its name, or KIND:NAME);
     /// returns the grants removed.
     public func revokeApp(_ name: String, requester: Requester) throws(VaultFailure) -> [AppGrant] {
-        let matches: (AppGrant) -> Bool = { $0.app.name == name || $0.app.key == name || $0.app.shortName == name }
+        let matches: (AppGrant) -> Bool = {
+            ($0.app.name == name || $0.app.key == name || $0.app.shortName == name) && Vault.mayManage($0, requester)
+        }
         let doomed = grants.all.filter(matches)
         guard let first = doomed.first else { throw .badRequest(Messages.noSuchApp(String(name.prefix(256)))) }
         let entry = audit.entry("grant", outcome: "revoked", detail: [

@@ -181,7 +181,7 @@ extension RequestHandler {
             return ["revoked": .array(removed.map { .string($0.account) })]
         }
         var byApp: [AppIdentity: [AppGrant]] = [:]
-        for g in await vault.appGrants() { byApp[g.app, default: []].append(g) }
+        for g in await vault.appGrants(visibleTo: conversation.requester) { byApp[g.app, default: []].append(g) }
         let apps = byApp.keys.sorted { $0.key < $1.key }.map { app -> JSON in
             let grants = byApp[app] ?? []
             let lastUse = grants.compactMap(\.lastUse).max()

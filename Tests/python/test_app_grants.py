@@ -34,6 +34,10 @@ try:
             r = c.call("import", issuer="https://login.example.org", client_id="pytest-client", account=account,
                        name="Kari Nordmann", refresh_token="RT-sandbox-secret", access_token="AT-" + account,
                        expires_at=4102444800, provider="bankid")
+        elif op == "apps":
+            r = c.call("apps")
+        elif op == "revoke":
+            r = c.call("revoke_app", app=account)
         else:
             r = c.session(account)
     print(json.dumps({"ok": r}))
@@ -151,6 +155,16 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertEqual(len(self.dialogs()), shown + 1)
         self.assertIn("ok", self.sandboxed(APP, "session"))
 
+        # A sandboxed app sees and takes back only its own grants.
+        self.script("ok")
+        self.assertIn("ok", self.sandboxed(OTHER, "session"))
+        seen = self.sandboxed(APP, "apps")["ok"]["apps"]
+        self.assertEqual([a["app"] for a in seen], [APP])
+        self.assertEqual(self.sandboxed(APP, "revoke", account=OTHER).get("error"), "bad_request")
+        self.assertIn(OTHER, self.grants())
+        self.assertIn("ok", self.sandboxed(OTHER, "revoke", account=OTHER))
+        self.assertNotIn(OTHER, self.grants())
+
         # In bokmål, the dialog and the refusal.
         self.script("cancel")
         nb = self.sandboxed(OTHER, "session", lang="nb")
@@ -175,6 +189,7 @@ class TestAppGrants(FakePinentryTestCase):
             ("allow", APP, "flatpak"),        # the import
             ("deny", OTHER, "flatpak"), ("once", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
             ("allow", OTHER, "flatpak"), ("revoked", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
+            ("allow", OTHER, "flatpak"), ("revoked", OTHER, "flatpak"),
             ("deny", OTHER, "flatpak"), ("no_dialog", OTHER, "flatpak"),
         ])
         releases = {(e["detail"].get("app"), e["detail"].get("app_kind")) for e in self.audit() if e["event"] == "release" and kari(e)}
