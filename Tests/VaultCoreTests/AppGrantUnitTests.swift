@@ -70,7 +70,11 @@ final class AppGrantUnitTests: XCTestCase {
         let kept = await reopened.appGrants().map { "\($0.app.key) \($0.account)" }
         XCTAssertEqual(kept, ["flatpak:org.example.Aktivitetslogg kari", "flatpak:org.example.Timeliste kari"])
         // Revoked: asked again.
-        let removed = try await reopened.revokeApp("org.example.Timeliste", requester: owner.requester)
+        // Another sandboxed app cannot take it back; vaultctl (unsandboxed) can.
+        let notYours = await code { _ = try await reopened.revokeApp("org.example.Timeliste", requester: owner.requester) }
+        XCTAssertEqual(notYours, .badRequest)
+        let vaultctl = Requester(pid: 7, uid: 0, app: AppIdentity(kind: .executable, name: "/usr/bin/vaultctl"))
+        let removed = try await reopened.revokeApp("org.example.Timeliste", requester: vaultctl)
         XCTAssertEqual(removed.map(\.account), ["kari"])
         let asked = App("org.example.Timeliste")
         let refused = await code { _ = try await reopened.release(account: "kari", conversation: asked) }
