@@ -26,6 +26,9 @@ public struct FileConfig: Codable, Sendable {
     /// (logind and the ScreenSaver over D-Bus). Default: true.
     public var lock_on_screen_lock: Bool?
     public var log_level: String?
+    /// Each session only to the apps allowed it (default true). false gives
+    /// every program of the user every session: weaker, for single-app setups.
+    public var per_app: Bool?
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?

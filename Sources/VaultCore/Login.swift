@@ -162,6 +162,7 @@ extension Vault {
                                           detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
                                           requester: conversation.requester),
                     locked: policy.lockedFailure())
+        grantOnCreate(meta.account, requester: conversation.requester, reason: "login")
         if vaultKey == nil {
             if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
                 await conversation.show(Messages.loggedInOthersWaitForPIN)

@@ -121,6 +121,11 @@ public actor Vault {
     var strongLoginAt: Double?
     /// Factors whose proof is a secret (the PIN): their slots wrap the vault key.
     nonisolated let secretFactors: Set<String>
+    /// Which app may use which account (AppGrants.swift, Vault+Apps.swift).
+    /// Every change also tells the event feed who may hear about which account.
+    var grants: AppGrants {
+        didSet { publishAudience() }
+    }
 
     /// Opens (or creates) the vault on a store with the device key.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
@@ -141,6 +146,11 @@ public actor Vault {
         do {
             metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
+            let grants = try AppGrants(store: store, deviceKey: deviceKey, logger: logger)
+            self.grants = grants
+            events.setAudience(Vault.audience(grants, perApp: config.perApp))
+        } catch let e as StoreError {
+            throw .store(Messages.storeUnreadable, detail: "\(e)")
         } catch {
             throw .crypto("\(error)")
         }
@@ -365,6 +375,10 @@ public actor Vault {
     /// `min_valid_period`), so a caller can ask for a token that outlives its job.
     public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
+        // Whose session it may be is settled first: a denied app never causes a PIN dialog.
+        if let asked = table.entry(try table.pick(account)) {
+            try await checkGrant(account: asked.meta.account, meta: asked.meta, conversation: conversation)
+        }
         if table.entry(try table.pick(account))?.key(vaultKey: vaultKey) == nil {
             do {
                 try await ensureUnlocked(conversation, preferred: nil)
@@ -417,6 +431,7 @@ public actor Vault {
         try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
                              auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
                              locked: policy.lockedFailure())
+        grantOnCreate(account, requester: conversation.requester, reason: "import")
         return meta
     }
 
@@ -465,6 +480,7 @@ public actor Vault {
             }
         }
         for (_, entry) in targets { events.emit(.loggedOut(account: entry.meta.account)) }
+        dropGrants(accounts: all ? nil : Set(targets.map { $0.1.meta.account }))
         var confirmed = 0
         for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {
             confirmed += 1

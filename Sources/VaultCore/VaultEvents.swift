@@ -13,7 +13,8 @@ public enum VaultEvent: Sendable, Equatable {
     case sessionExpired(account: String)
     /// A session was removed by a logout (or a reset).
     case loggedOut(account: String)
-    /// An app's grant for an account was taken back; only that app's connections hear it.
+    /// An app's grant for an account was taken back; only that app's
+    /// connections hear it. `app` is the app's identity, `AppIdentity.key`.
     case grantRevoked(account: String, app: String)
 
     /// The account an event is about; nil for the vault-wide `locked` and `unlocked`.
@@ -23,6 +24,16 @@ public enum VaultEvent: Sendable, Equatable {
         case .sessionExpired(let a), .loggedOut(let a), .grantRevoked(let a, _): return a
         }
     }
+}
+
+/// An event and the apps that may hear it: the grant keys (`AppIdentity.key`)
+/// of the apps allowed its account when it happened; nil when any app may
+/// (a vault-wide event, or `per_app = false`). Stamped when the event is
+/// emitted, so a logout's event still reaches the apps its grants named
+/// after the logout has dropped them.
+public struct VaultNotice: Sendable, Equatable {
+    public let event: VaultEvent
+    public let apps: Set<String>?
 }
 
 /// Where the vault publishes its events. Any number of listeners, each an
@@ -35,15 +46,17 @@ public final class VaultEvents: Sendable {
 
     private struct State {
         var next = 0
-        var listeners: [Int: AsyncStream<VaultEvent>.Continuation] = [:]
+        var listeners: [Int: AsyncStream<VaultNotice>.Continuation] = [:]
+        /// Account → the apps allowed it; nil while grants are not checked.
+        var audience: [String: Set<String>]?
     }
     private let state = Locked(State())
 
     public init() {}
 
     /// A new listener: every event emitted from now on, until the stream is dropped.
-    public func stream() -> AsyncStream<VaultEvent> {
-        let (stream, continuation) = AsyncStream<VaultEvent>.makeStream(bufferingPolicy: .bufferingNewest(VaultEvents.listenerBuffer))
+    public func stream() -> AsyncStream<VaultNotice> {
+        let (stream, continuation) = AsyncStream<VaultNotice>.makeStream(bufferingPolicy: .bufferingNewest(VaultEvents.listenerBuffer))
         let id = state.withLock { s in
             s.next += 1
             s.listeners[s.next] = continuation
@@ -55,8 +68,23 @@ public final class VaultEvents: Sendable {
         return stream
     }
 
+    /// Who may hear events about each account from now on (the vault calls
+    /// this whenever its grants change); nil: every app.
+    public func setAudience(_ audience: [String: Set<String>]?) {
+        state.withLock { $0.audience = audience }
+    }
+
     public func emit(_ event: VaultEvent) {
+        let (listeners, apps) = state.withLock { s -> ([AsyncStream<VaultNotice>.Continuation], Set<String>?) in
+            let apps: Set<String>? = switch event {
+            case .locked, .unlocked: nil
+            case .grantRevoked(_, let app): [app]
+            case .sessionExpired(let account), .loggedOut(let account): s.audience.map { $0[account] ?? [] }
+            }
+            return (Array(s.listeners.values), apps)
+        }
         // Yielded outside the lock: a termination handler takes the same lock.
-        for c in state.withLock({ Array($0.listeners.values) }) { c.yield(event) }
+        let notice = VaultNotice(event: event, apps: apps)
+        for c in listeners { c.yield(notice) }
     }
 }

@@ -59,7 +59,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(VaultFailure(.forbidden)))
             return
         }
-        client = Client(link: ChannelLink(channel: channel), requester: peer)
+        // Which app it is, read once now while the peer surely still runs; kept with the connection.
+        var requester = peer
+        requester.app = AppIdentity.of(pid: peer.pid)
+        client = Client(link: ChannelLink(channel: channel), requester: requester)
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
         }

@@ -75,6 +75,8 @@ extension RequestHandler {
             }
             let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"))
             return ["claims": .object(claims)]
+        case "apps", "revoke_app":
+            return try await appsOp(request, conversation)
         case "sync_conflicts":
             return ["conflicts": .array(await vault.memberConflicts())]
         case "sessions":
@@ -164,5 +166,30 @@ extension RequestHandler {
             provider: try optionalString(request, "provider"), name: try optionalString(request, "name"),
             subject: try optionalString(request, "subject"), refreshToken: try optionalString(request, "refresh_token"),
             accessToken: try optionalString(request, "access_token"), accessExpiresAt: expires)
+    }
+}
+
+// `apps` and `revoke_app` (docs/protocol.md): the grants, one entry per app.
+extension RequestHandler {
+    func appsOp(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
+        if request.op == "revoke_app" {
+            guard let app = try optionalString(request, "app"), !app.isEmpty else {
+                throw .badRequest(LocalizedText(en: "Say which app, as “vaultctl apps” names it.",
+                                                nb: "Si hvilken app, slik «vaultctl apps» navngir den."))
+            }
+            let removed = try await vault.revokeApp(app, requester: conversation.requester)
+            return ["revoked": .array(removed.map { .string($0.account) })]
+        }
+        var byApp: [AppIdentity: [AppGrant]] = [:]
+        for g in await vault.appGrants(visibleTo: conversation.requester) { byApp[g.app, default: []].append(g) }
+        let apps = byApp.keys.sorted { $0.key < $1.key }.map { app -> JSON in
+            let grants = byApp[app] ?? []
+            let lastUse = grants.compactMap(\.lastUse).max()
+            return [
+                "app": .string(app.name), "kind": .string(app.kind.rawValue), "verified": .bool(app.verified),
+                "accounts": .array(grants.map { .string($0.account) }), "last_use": lastUse.map { .int($0) } ?? .null,
+            ]
+        }
+        return ["apps": .array(apps), "per_app": .bool(await vault.perApp)]
     }
 }

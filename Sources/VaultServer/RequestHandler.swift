@@ -283,18 +283,18 @@ struct RequestHandler: Sendable {
         return .success(id: request.id, result: [:])
     }
 
-    /// Records a release (with the peer's pid and executable), at most once a
+    /// Records a release (with the peer's pid, executable and app identity), at most once a
     /// minute per process and account, on a task: the audit write must never
     /// slow the release, and an app asking a thousand times a second must not
     /// flood the log. A new process (each `vaultctl token`) is always recorded.
     func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
         guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
         // Read /proc/PID/exe now, while the client is surely still there.
-        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
+        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable, app: peer.app)
         let audit = vault.audit
-        let account = released.meta.account
+        let detail = Vault.appDetail(peer.app, account: released.meta.account)
         Task.detached(priority: .utility) {
-            audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
+            audit.record("release", outcome: "ok", detail: detail, requester: requester)
         }
     }
 }

@@ -32,9 +32,9 @@ final class Watchers: Sendable {
         guard start else { return }
         let stream = events.stream()
         Task { [weak self] in
-            for await event in stream {
+            for await notice in stream {
                 guard let self else { return }
-                self.deliver(event)
+                self.deliver(notice)
             }
         }
     }
@@ -43,21 +43,21 @@ final class Watchers: Sendable {
         _ = state.withLock { $0.clients.removeValue(forKey: ObjectIdentifier(client)) }
     }
 
-    func deliver(_ event: VaultEvent) {
-        let line = Watchers.line(event)
-        for client in state.withLock({ Array($0.clients.values) }) where Watchers.hears(event, client) {
+    func deliver(_ notice: VaultNotice) {
+        let line = Watchers.line(notice.event)
+        for client in state.withLock({ Array($0.clients.values) }) where Watchers.hears(notice, client) {
             client.deliverEvent(line)
         }
     }
 
-    /// Whether `client` hears `event`: the one place an app's view of the
-    /// accounts filters events. `locked` and `unlocked` concern every app.
-    static func hears(_ event: VaultEvent, _ client: Client) -> Bool {
-        switch event {
-        case .locked, .unlocked: return true
-        case .sessionExpired(let account), .loggedOut(let account): return client.mayRead(account: account)
-        case .grantRevoked(_, let app): return client.isApp(app)
-        }
+    /// Whether `client` hears an event: the one place an app's view of the
+    /// accounts filters events. `locked` and `unlocked` concern every app; an
+    /// account's events go only to the apps allowed that account when it
+    /// happened (all apps with `per_app = false`), a revoked grant only to its app.
+    static func hears(_ notice: VaultNotice, _ client: Client) -> Bool {
+        guard let apps = notice.apps else { return true }
+        guard let app = client.requester.app else { return false }
+        return apps.contains(app.key)
     }
 
     /// The event line (docs/protocol.md, "Events").
@@ -108,14 +108,6 @@ struct WatchState {
 }
 
 extension Client {
-    /// Every account the connection may read today is every account of the
-    /// user: the per-app grant check replaces this.
-    func mayRead(account: String) -> Bool { true }
-
-    /// Whether this connection is the app `app` names; until apps have an
-    /// identity, every connection is.
-    func isApp(_ app: String) -> Bool { true }
-
     /// Marks the connection as watching; events are held until `watchAnswered`.
     /// False if it already was.
     func startWatching() -> Bool {

@@ -127,7 +127,8 @@ struct VaultDaemon: AsyncParsableCommand {
         let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
                                       promptTimeout: file.prompt_timeout ?? 120,
                                       maxUnlocked: max(0, file.max_unlocked ?? 12 * 3600),
-                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600)
+                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600,
+                                      perApp: file.per_app ?? true)
 
         // Identity providers: the configured ones, or the built-in demo ones.
         let http = OIDCHTTPClient()
