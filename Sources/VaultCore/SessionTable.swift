@@ -42,13 +42,23 @@ final class SessionTable: Sendable {
     private let state: Locked<State>
     /// Hears the vault key come back (`unlocked`), whichever way it came.
     let events: VaultEvents
+    /// Announces each session's end when it comes (every change here sets its timer again).
+    let ends: SessionEnds
 
     init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double, events: VaultEvents = VaultEvents()) {
         self.events = events
+        self.ends = SessionEnds(events: events)
         var s = State(vaultKey: vaultKey, lastActivity: now)
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }
         state = Locked(s)
+        watchEnds()
+    }
+
+    /// Hands the sessions to `ends`, which announces those that ended and
+    /// wakes this again at the next end.
+    func watchEnds() {
+        ends.update(allEntries()) { [weak self] in self?.watchEnds() }
     }
 
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
@@ -115,12 +125,14 @@ final class SessionTable: Sendable {
             s.entries[id] = entry
             s.accountIndex[entry.meta.account] = id
         }
+        watchEnds()
     }
 
     func remove(_ id: String) {
         state.withLock { s in
             if let old = s.entries.removeValue(forKey: id) { s.accountIndex[old.meta.account] = nil }
         }
+        watchEnds()
     }
 
     func removeAll() {
@@ -128,5 +140,6 @@ final class SessionTable: Sendable {
             s.entries.removeAll()
             s.accountIndex.removeAll()
         }
+        watchEnds()
     }
 }
