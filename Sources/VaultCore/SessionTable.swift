@@ -101,16 +101,18 @@ final class SessionTable: Sendable {
 
     func allEntries() -> [String: Entry] { state.withLock { $0.entries } }
 
-    /// The record id for `account`, or the only session when none is named.
-    func pick(_ account: String?) throws(VaultFailure) -> String {
+    /// The record id for `account`, or the only session when none is named
+    /// (the only one among the accounts in `visible`, when given).
+    func pick(_ account: String?, among visible: Set<String>? = nil) throws(VaultFailure) -> String {
         let result: Result<String, VaultFailure> = state.withLock { s in
             if let account {
                 guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
                 return .success(id)
             }
-            if s.entries.count == 1, let only = s.entries.keys.first { return .success(only) }
-            if s.entries.isEmpty { return .failure(VaultFailure(.noSession)) }
-            let names = s.entries.values.map(\.meta.account).sorted()
+            let candidates = s.entries.filter { visible?.contains($0.value.meta.account) ?? true }
+            if candidates.count == 1, let only = candidates.keys.first { return .success(only) }
+            if candidates.isEmpty { return .failure(VaultFailure(.noSession)) }
+            let names = candidates.values.map(\.meta.account).sorted()
             return .failure(VaultFailure(.badRequest, message: LocalizedText(
                 en: "There are several accounts here (\(names.joined(separator: ", "))). Say which one you want.",
                 nb: "Det finnes flere kontoer her (\(names.joined(separator: ", "))). Si hvilken du vil bruke."),

@@ -104,8 +104,31 @@ extension Vault {
     }
 
     nonisolated static func mayManage(_ grant: AppGrant, _ requester: Requester?) -> Bool {
-        guard let app = requester?.app, app.kind == .flatpak || app.kind == .snap else { return true }
+        guard let app = sandboxedApp(requester) else { return true }
         return grant.app == app
+    }
+
+    /// The app behind `requester` when a sandbox vouches for it (Flatpak,
+    /// Snap): such an app sees, logs out and manages only what it is granted.
+    /// Unsandboxed callers see everything, since they could run vaultctl
+    /// anyway (docs/threat-model.md, "Apps and their grants").
+    nonisolated static func sandboxedApp(_ requester: Requester?) -> AppIdentity? {
+        guard let app = requester?.app, app.kind == .flatpak || app.kind == .snap else { return nil }
+        return app
+    }
+
+    /// Whether `requester` may see `account` in `status` and `sessions`, log it
+    /// out or change its organization: no for a sandboxed app not granted it,
+    /// which is told `no_session`, as if the account were not there.
+    func mayView(_ account: String, _ requester: Requester) -> Bool {
+        guard config.perApp, let app = Vault.sandboxedApp(requester) else { return true }
+        return grants.allows(app, account: account)
+    }
+
+    /// The accounts `requester` may see; nil when that is all of them.
+    func visibleAccounts(_ requester: Requester) -> Set<String>? {
+        guard config.perApp, Vault.sandboxedApp(requester) != nil else { return nil }
+        return Set(table.allEntries().values.map(\.meta.account).filter { mayView($0, requester) })
     }
 
     /// Takes back every grant of the app named `name` (its name, or KIND:NAME);

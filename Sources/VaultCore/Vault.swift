@@ -357,10 +357,11 @@ public actor Vault {
         public var waiting: LocalizedText?
     }
 
-    public func accounts() -> [AccountInfo] {
+    /// The accounts `requester` may see (all of them for vaultd's own callers).
+    public func accounts(visibleTo requester: Requester = .inProcess) -> [AccountInfo] {
         let vk = vaultKey
         let waiting = policy.sessionWaits
-        return table.allEntries().values.map { e in
+        return table.allEntries().values.filter { mayView($0.meta.account, requester) }.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
                         hasRefreshToken: e.meta.hasRefreshToken, waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
@@ -375,6 +376,12 @@ public actor Vault {
     /// `min_valid_period`), so a caller can ask for a token that outlives its job.
     public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
+        // No account named: the only one the app may see (a sandboxed app is
+        // never told the names of accounts it is not granted).
+        var account = account
+        if account == nil, let visible = visibleAccounts(conversation.requester) {
+            account = table.entry(try table.pick(nil, among: visible))?.meta.account
+        }
         // Whose session it may be is settled first: a denied app never causes a PIN dialog.
         if let asked = table.entry(try table.pick(account)) {
             try await checkGrant(account: asked.meta.account, meta: asked.meta, conversation: conversation)
@@ -446,14 +453,18 @@ public actor Vault {
     /// be read for revocation, and the result says so).
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
         var targets: [(String, SessionTable.Entry)] = []
+        // A sandboxed app logs out only what it may see: "all" is all of its own.
+        let everything = all && table.allEntries().values.allSatisfy { mayView($0.meta.account, requester) }
         if all {
-            targets = Array(table.allEntries())
+            targets = table.allEntries().filter { mayView($0.value.meta.account, requester) }.map { ($0.key, $0.value) }
         } else {
             guard let account else {
                 throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
                                                 nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
             }
-            guard let id = table.id(forAccount: account), let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+            guard let id = table.id(forAccount: account), let entry = table.entry(id), mayView(account, requester) else {
+                throw VaultFailure(.noSession)
+            }
             targets = [(id, entry)]
         }
         // Read what must be revoked before the records are gone.
@@ -470,7 +481,7 @@ public actor Vault {
             }
         }
         var removed = 0
-        if all {
+        if everything {
             removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
             table.removeAll()
         } else {
@@ -480,7 +491,7 @@ public actor Vault {
             }
         }
         for (_, entry) in targets { events.emit(.loggedOut(account: entry.meta.account)) }
-        dropGrants(accounts: all ? nil : Set(targets.map { $0.1.meta.account }))
+        dropGrants(accounts: everything ? nil : Set(targets.map { $0.1.meta.account }))
         var confirmed = 0
         for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {
             confirmed += 1

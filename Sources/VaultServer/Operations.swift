@@ -12,7 +12,7 @@ extension RequestHandler {
         switch request.op {
         case "status":
             let factors = await vault.factorStatuses()
-            let accounts = await vault.accounts()
+            let accounts = await vault.accounts(visibleTo: conversation.requester)
             var result: [String: JSON] = [
                 "locked": .bool(await vault.isLocked),
                 "accounts": .array(accounts.map { a in
@@ -73,14 +73,15 @@ extension RequestHandler {
                 throw .badRequest(LocalizedText(en: "Say which organization, for example “Mentorhuset Oslo”.",
                                                 nb: "Si hvilken organisasjon, for eksempel «Mentorhuset Oslo»."))
             }
-            let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"))
+            let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"),
+                                                               requester: conversation.requester)
             return ["claims": .object(claims)]
         case "apps", "revoke_app":
             return try await appsOp(request, conversation)
         case "sync_conflicts":
             return ["conflicts": .array(await vault.memberConflicts())]
         case "sessions":
-            return ["sessions": .array(await vault.accounts().map { a in
+            return ["sessions": .array(await vault.accounts(visibleTo: conversation.requester).map { a in
                 var o: [String: JSON] = [
                     "account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name),
                     "token_hash": .string(a.tokenHash), "refreshable": .bool(a.hasRefreshToken),

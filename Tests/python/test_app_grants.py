@@ -39,8 +39,14 @@ try:
             r = c.call("apps")
         elif op == "revoke":
             r = c.call("revoke_app", app=account)
+        elif op in ("status", "sessions"):
+            r = c.call(op)
+        elif op == "logout":
+            r = c.call("logout", account=account)
+        elif op == "logout_all":
+            r = c.call("logout", all=True)
         else:
-            r = c.session(account)
+            r = c.session(account or None)
     print(json.dumps({"ok": r}))
 except VaultError as e:
     print(json.dumps({"error": e.code, "message": e.message}))
@@ -252,6 +258,25 @@ class TestAppGrants(FakePinentryTestCase):
         revoked = self.heard(other)
         self.assertEqual(sorted((e["kind"], e.get("account"), e.get("app")) for e in revoked), [
             ("grant_revoked", "liv", "flatpak:" + OTHER), ("grant_revoked", "per", "flatpak:" + OTHER)])
+
+    def test_a_sandboxed_app_sees_and_logs_out_only_its_own_accounts(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="eva"))
+        self.assertIn("ok", self.sandboxed(OTHER, "import", account="tor"))
+        listed = lambda app, op: sorted(a["account"] for a in self.sandboxed(app, op)["ok"][
+            "accounts" if op == "status" else "sessions"])
+        self.assertEqual(listed(APP, "status"), ["eva"])
+        self.assertEqual(listed(OTHER, "sessions"), ["tor"])
+        everyone = json.loads(self.vaultctl("status", "--json"))
+        self.assertEqual(sorted(a["account"] for a in everyone["accounts"]), ["eva", "tor"], "vaultctl sees all")
+        # No account named: its own, never "which one?" with the other's name.
+        self.assertEqual(self.sandboxed(OTHER, "session", account="").get("ok", {}).get("access_token"), "AT-tor")
+        # Another app's account is not there for it: not logged out, not named.
+        refused = self.sandboxed(OTHER, "logout", account="eva")
+        self.assertEqual(refused.get("error"), "no_session", refused)
+        self.assertNotIn("eva", json.dumps(self.sandboxed(OTHER, "logout_all")))
+        self.assertEqual(listed(APP, "status"), ["eva"], "logging out everywhere took another app's session")
+        self.assertEqual(sorted(a["account"] for a in json.loads(self.vaultctl("status", "--json"))["accounts"]), ["eva"])
 
     def test_an_unverified_app_is_labelled_so(self):
         self.script()
