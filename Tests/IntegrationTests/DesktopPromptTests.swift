@@ -100,10 +100,7 @@ final class DesktopPromptTests: VaultdTestCase {
 
     /// A terminal-only session: the real pinentry-curses draws in a tmux pane
     /// (the tty the app names in its hello), and tmux types the PIN there.
-    // Not run yet (no `test` prefix): pinentry-curses draws its dialog in the pane
-    // when driven by hand, but under this test the request did not finish within
-    // 60 s; not yet found why. Rename to `test…` once it passes.
-    func pendingTerminalOnlySessionWithTheRealPinentryCursesInTmux() throws {
+    func testTerminalOnlySessionWithTheRealPinentryCursesInTmux() throws {
         for tool in ["/usr/bin/tmux", "/usr/bin/pinentry-curses"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw cannotRunHere("\(tool) is not installed (Debian: tmux, pinentry-curses; scripts/setup installs them)")
         }
@@ -111,7 +108,17 @@ final class DesktopPromptTests: VaultdTestCase {
         func tmux(_ args: [String]) throws -> ProcessOutcome {
             try runProcess("/usr/bin/tmux", ["-S", socket] + args, env: childEnvironment(["TERM": "xterm-256color"]), timeout: 20)
         }
-        XCTAssertEqual(try tmux(["new-session", "-d", "-s", "vault", "-x", "100", "-y", "30", "sleep 600"]).exit, 0)
+        // Foundation's Process learns that a child ended when a socket it hands the
+        // child is closed by every holder; the tmux server that `new-session` leaves
+        // behind would keep it open (and the call would wait until the server ends),
+        // so the server is started with every descriptor past stderr closed.
+        // (bash, not sh: dash cannot name descriptors past 9.)
+        let closeInherited = "for fd in $(ls /proc/$$/fd); do [ \"$fd\" -gt 2 ] && eval \"exec $fd>&-\"; done; exec \"$@\""
+        let started = try runProcess("/bin/bash", ["-c", closeInherited, "bash", "/usr/bin/tmux", "-S", socket,
+                                                 "new-session", "-d", "-s", "vault", "-x", "100", "-y", "30", "sleep 120"],
+                                     env: childEnvironment(["TERM": "xterm-256color"]), timeout: 20)
+        XCTAssertEqual(started.exit, 0, started.err)
+        XCTAssertFalse(started.timedOut, "tmux new-session did not return")
         addTeardownBlock {
             _ = try? tmux(["kill-server"])
             try? FileManager.default.removeItem(atPath: socket)
@@ -136,6 +143,8 @@ final class DesktopPromptTests: VaultdTestCase {
         }
         XCTAssertTrue(drawn, "pinentry-curses did not draw its dialog in the pane:\n\(screen)\nvaultd log:\n\(v.log)")
         XCTAssertTrue(screen.contains("vil bruke innloggingen din"), screen)
+        // The field's label and both buttons in bokmål (curses draws them as <OK> <Avbryt>).
+        XCTAssertTrue(screen.contains("PIN-kode:") && screen.contains("<Avbryt>") && screen.contains("<OK>"), screen)
         XCTAssertEqual(try tmux(["send-keys", "-t", "vault", Self.pin, "Enter"]).exit, 0)
         let answer = try app.readJSON(timeout: 30)
         XCTAssertTrue(answer.isOK, answer.text)
