@@ -152,6 +152,34 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertFalse(String(decoding: app.received, as: UTF8.self).contains(Self.pin))
     }
 
+    /// The GTK example app (clients/python/example_gtk.py, Debian's python3-gi) against a
+    /// real vaultd with the real pinentry-gtk2 on Xvfb, as scripts/demo --desktop runs it:
+    /// a Demo Vipps login, the PIN typed into the dialog (a wrong one first), the app's
+    /// role-based home in bokmål and English; then both dialogs closed and the app shows
+    /// the vault's sentence. What the app showed is read from its output.
+    func testTheGTKExampleAppShowsItsHomeAfterThePINDialog() throws {
+        for tool in Self.tools + ["/usr/bin/import"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2, imagemagick)")
+        }
+        let probe = try runProcess("/usr/bin/python3", ["-c", "import gi; gi.require_version('Gtk', '3.0')"], env: childEnvironment([:]), timeout: 20)
+        if probe.exit != 0 { throw cannotRunHere("GTK 3 for Python is not installed (Debian: python3-gi, gir1.2-gtk-3.0)") }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let shots = try makeTemporaryDirectory("sv-shots", in: "/tmp")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: shots) }
+        let r = try runProcess(root.appendingPathComponent("scripts/demo-desktop").path, [],
+                               env: childEnvironment(["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "SCREENSHOTS": shots]),
+                               timeout: 150)
+        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        XCTAssertTrue(r.out.contains("the app: Hei, Kari Nordmann — Mentorhuset Oslo, likeperson"), r.out)
+        XCTAssertTrue(r.out.contains("the app: Hello, Kari Nordmann — Mentorhuset Oslo, peer mentor"), r.out)
+        XCTAssertTrue(r.out.contains("the app: Avbrutt. Du kan velge en annen måte å logge inn på."), r.out)
+        XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
+        for name in ["pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
+            let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
+            XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
+        }
+    }
+
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
     /// the title, the description (naming the app and saying what to type), every
     /// button and the PIN field's label, in English and bokmål.
