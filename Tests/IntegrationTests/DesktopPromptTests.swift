@@ -180,6 +180,24 @@ final class DesktopPromptTests: VaultdTestCase {
         }
     }
 
+    /// The example app itself as a screen reader reads it (Tests/desktop/example_a11y.py):
+    /// the window, the sentence in bokmål and the button that asks again have names.
+    func testTheGTKExampleAppAsAScreenReaderReadsIt() throws {
+        let display = try startXvfb()
+        for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core)")
+        }
+        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi, gi; gi.require_version('Gtk', '3.0')"],
+                                   env: childEnvironment([:]), timeout: 20)
+        if probe.exit != 0 { throw cannotRunHere("pyatspi or GTK 3 for Python is missing (Debian: python3-pyatspi, python3-gi, gir1.2-gtk-3.0)") }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("desktop/example_a11y.py").path
+        let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
+                               env: childEnvironment(["DISPLAY": display]), timeout: 60)
+        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        XCTAssertTrue(r.out.contains("app-a11y: 0 failed"), r.out)
+    }
+
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
     /// the title, the description (naming the app and saying what to type), every
     /// button and the PIN field's label, in English and bokmål.

@@ -26,9 +26,11 @@ from sessionvault import VaultClient, VaultConnectionError, VaultError  # noqa: 
 
 TEXT = {
     "en": {"title": "Activity log", "waiting": "Getting your login from the vault …", "hello": "Hello, %s",
-           "again": "Try again"},
+           "again": "_Try again",
+           "unreachable": "The vault (SessionVault) is not running. Log out and in again, or ask your contact person."},
     "nb": {"title": "Aktivitetslogg", "waiting": "Henter innloggingen din fra hvelvet …", "hello": "Hei, %s",
-           "again": "Prøv igjen"},
+           "again": "_Prøv igjen",
+           "unreachable": "Hvelvet (SessionVault) kjører ikke. Logg ut og inn igjen, eller spør kontaktpersonen din."},
 }
 
 
@@ -68,7 +70,8 @@ class App(Gtk.Window):
         # and it is announced when it changes (a live region, as AT-SPI's "status").
         self.label = Gtk.Label(label=TEXT[self.lang]["waiting"], wrap=True, xalign=0)
         self.label.get_accessible().set_role(Atk.Role.STATUSBAR)
-        self.button = Gtk.Button(label=TEXT[self.lang]["again"], no_show_all=True)
+        # Alt+T / Alt+P as well as Tab and Enter.
+        self.button = Gtk.Button(label=TEXT[self.lang]["again"], use_underline=True, no_show_all=True)
         self.button.connect("clicked", lambda _b: self.fetch())
         box.pack_start(self.label, True, True, 0)
         box.pack_start(self.button, False, False, 0)
@@ -88,8 +91,12 @@ class App(Gtk.Window):
                 vault.hello("aktivitetslogg", lang=self.lang, prompter="vault")
                 session = vault.session(self.account)
             GLib.idle_add(self.show, home_line(session, self.lang), True)
-        except (VaultError, VaultConnectionError) as e:
-            GLib.idle_add(self.show, e.message or getattr(e, "code", ""), False)
+        except VaultConnectionError:
+            # Said by the client library in English only: the app says it in the person's language.
+            GLib.idle_add(self.show, TEXT[self.lang]["unreachable"], False)
+        except VaultError as e:
+            # vaultd's sentence, already in the language the hello named.
+            GLib.idle_add(self.show, e.message or e.code, False)
 
     def show(self, text, ok):
         self.label.set_text(text)
