@@ -154,7 +154,7 @@ final class DesktopPromptTests: VaultdTestCase {
 
     /// The GTK example app (clients/python/example_gtk.py, Debian's python3-gi) against a
     /// real vaultd with the real pinentry-gtk2 on Xvfb, as scripts/demo --desktop runs it:
-    /// a Demo Vipps login, the PIN typed into the dialog (a wrong one first), the app's
+    /// a Demo Vipps login by vaultctl, the app allowed in vaultd's own dialog, the PIN typed into the dialog (a wrong one first), the app's
     /// role-based home in bokmål and English; then both dialogs closed and the app shows
     /// the vault's sentence. What the app showed is read from its output.
     func testTheGTKExampleAppShowsItsHomeAfterThePINDialog() throws {
@@ -174,7 +174,7 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertTrue(r.out.contains("the app: Hello, Kari Nordmann — Mentorhuset Oslo, peer mentor"), r.out)
         XCTAssertTrue(r.out.contains("the app: Avbrutt. Du kan velge en annen måte å logge inn på."), r.out)
         XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
-        for name in ["pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
+        for name in ["grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
             XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
         }
