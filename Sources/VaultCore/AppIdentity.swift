@@ -32,6 +32,18 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
         self.name = name
     }
 
+    /// An identity as a person names it: `KIND:NAME`, or a program's absolute path.
+    public init?(named text: String) {
+        if text.hasPrefix("/") {
+            self.init(kind: .executable, name: text)
+            return
+        }
+        guard let colon = text.firstIndex(of: ":"), let kind = Kind(rawValue: String(text[..<colon])) else { return nil }
+        let name = String(text[text.index(after: colon)...])
+        guard !name.isEmpty else { return nil }
+        self.init(kind: kind, name: name)
+    }
+
     /// Whether something other than the process itself vouches for the name.
     public var verified: Bool { kind != .executable }
 

@@ -160,6 +160,22 @@ extension Vault {
         return grants.all.reduce(into: [:]) { $0[$1.account, default: []].insert($1.app.key) }
     }
 
+    /// The person allows `app` to use `account` from outside the apps
+    /// (`vaultctl apps allow`): the terminal's answer to the dialog's Allow.
+    /// A sandboxed caller may not; it could otherwise grant itself.
+    public func allowApp(_ named: String, account: String, requester: Requester) throws(VaultFailure) -> AppIdentity {
+        guard Vault.sandboxedApp(requester) == nil else { throw VaultFailure(.appNotAllowed, message: Messages.sandboxCannotGrant) }
+        guard let app = AppIdentity(named: named) else { throw .badRequest(Messages.appNeedsKind(String(named.prefix(256)))) }
+        guard table.id(forAccount: account) != nil else { throw VaultFailure(.noSession) }
+        guard !grants.allows(app, account: account) else { return app }
+        var detail = Vault.appDetail(app, account: account)
+        detail["reason"] = "vaultctl"
+        let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
+        try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
+        audit.written(entry)
+        return app
+    }
+
     /// Forgets the grants of accounts that are gone (logout): a new login grants anew.
     func dropGrants(accounts: Set<String>?) {
         do {

@@ -486,6 +486,15 @@ extension Messages {
     public static let dialogAllow = LocalizedText(en: "Allow", nb: "Tillat")
     public static let dialogOnlyThisTime = LocalizedText(en: "Only this time", nb: "Bare denne gangen")
     public static let dialogDeny = LocalizedText(en: "Deny", nb: "Avslå")
+    /// `vaultctl apps allow` named an app in a form that says no kind.
+    public static func appNeedsKind(_ app: String) -> LocalizedText {
+        LocalizedText(en: "Say which app as KIND:NAME (flatpak:org.example.App, snap:NAME, desktop:NAME) or as the full path of its program, not ‘\(app)’.",
+                      nb: "Si hvilken app som TYPE:NAVN (flatpak:org.example.App, snap:NAVN, desktop:NAVN) eller som hele stien til programmet, ikke «\(app)».")
+    }
+    /// A sandboxed app tried to grant an app access (only the person may, from outside the sandbox).
+    public static let sandboxCannotGrant = LocalizedText(
+        en: "An app in a sandbox cannot give apps access to logins. Allow it from a terminal with “vaultctl apps allow”, or in SessionVault's own dialog.",
+        nb: "En app i en sandkasse kan ikke gi apper tilgang til innlogginger. Tillat det fra en terminal med «vaultctl apps allow», eller i SessionVaults egen dialog.")
     /// `vaultctl apps revoke` named no app that has a grant.
     public static func noSuchApp(_ app: String) -> LocalizedText {
         LocalizedText(en: "No app called ‘\(app)’ is allowed any login. See the names with “vaultctl apps”.",

@@ -76,7 +76,7 @@ extension RequestHandler {
             let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"),
                                                                requester: conversation.requester)
             return ["claims": .object(claims)]
-        case "apps", "revoke_app":
+        case "apps", "revoke_app", "allow_app":
             return try await appsOp(request, conversation)
         case "sync_conflicts":
             return ["conflicts": .array(await vault.memberConflicts())]
@@ -173,6 +173,14 @@ extension RequestHandler {
 // `apps` and `revoke_app` (docs/protocol.md): the grants, one entry per app.
 extension RequestHandler {
     func appsOp(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
+        if request.op == "allow_app" {
+            guard let app = try optionalString(request, "app"), !app.isEmpty, let account = try optionalString(request, "account") else {
+                throw .badRequest(LocalizedText(en: "Say which app (KIND:NAME or its program's path) and which account.",
+                                                nb: "Si hvilken app (TYPE:NAVN eller stien til programmet) og hvilken konto."))
+            }
+            let allowed = try await vault.allowApp(app, account: account, requester: conversation.requester)
+            return ["app": .string(allowed.name), "kind": .string(allowed.kind.rawValue), "account": .string(account)]
+        }
         if request.op == "revoke_app" {
             guard let app = try optionalString(request, "app"), !app.isEmpty else {
                 throw .badRequest(LocalizedText(en: "Say which app, as “vaultctl apps” names it.",

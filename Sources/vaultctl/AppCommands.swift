@@ -1,13 +1,16 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 import VaultClient
 import VaultProtocol
 
 /// `vaultctl apps`: which app may use which account (docs/threat-model.md, "Apps and their grants").
 struct Apps: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "apps", abstract: "List the apps allowed to use each login, or take one's permission back.",
+        commandName: "apps", abstract: "List the apps allowed to use each login, allow one, or take one's permission back.",
         discussion: "Each line: the app, how it was identified (flatpak, snap, desktop, or executable — unverified), its accounts and its last use.",
-        subcommands: [List.self, Revoke.self], defaultSubcommand: List.self)
+        subcommands: [List.self, Allow.self, Revoke.self], defaultSubcommand: List.self)
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List the apps and the accounts they may use.")
@@ -37,6 +40,34 @@ struct Apps: ParsableCommand {
                     print("\(a["app"]?.stringValue ?? "?")\t(\(label))\t\(accounts)\t\(lastUse)")
                 }
             }
+        }
+    }
+
+    struct Allow: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "allow", abstract: "Allow an app to use a login, as Allow in SessionVault's dialog does.",
+            discussion: "The app as KIND:NAME (flatpak:org.example.App, snap:NAME, desktop:NAME) or as its program's path (an unverified identity).")
+        @OptionGroup var common: CommonOptions
+        @Argument(help: "The app: KIND:NAME, or the path of its program.")
+        var app: String
+        @Argument(help: "The account, as “vaultctl status” names it.")
+        var account: String
+
+        func run() throws {
+            try guarded {
+                let s = try CtlSession.open(common)
+                // A program is named by the path its process runs (a symlink such as /usr/bin/python3 is resolved).
+                let named = app.hasPrefix("/") ? realPath(app) : app
+                let r = try s.call("allow_app", ["app": .string(named), "account": .string(account)])
+                let name = r["app"]?.stringValue ?? named
+                s.say(LocalizedText(en: "‘\(name)’ may now use \(account).", nb: "«\(name)» kan nå bruke \(account)."))
+            }
+        }
+
+        private func realPath(_ path: String) -> String {
+            guard let resolved = realpath(path, nil) else { return path }
+            defer { free(resolved) }
+            return String(cString: resolved)
         }
     }
 

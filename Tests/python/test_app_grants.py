@@ -39,6 +39,9 @@ try:
             r = c.call("apps")
         elif op == "revoke":
             r = c.call("revoke_app", app=account)
+        elif op == "allow":
+            app, _, acct = account.partition("/")
+            r = c.call("allow_app", app=app, account=acct)
         elif op in ("status", "sessions"):
             r = c.call(op)
         elif op == "logout":
@@ -277,6 +280,33 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertNotIn("eva", json.dumps(self.sandboxed(OTHER, "logout_all")))
         self.assertEqual(listed(APP, "status"), ["eva"], "logging out everywhere took another app's session")
         self.assertEqual(sorted(a["account"] for a in json.loads(self.vaultctl("status", "--json"))["accounts"]), ["eva"])
+
+    def test_the_person_allows_an_app_from_a_terminal_and_a_sandbox_cannot(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="siv"))
+        self.addCleanup(self.vaultctl, "logout", "siv")   # one vaultd for the class: its grants go with it
+        # A sandboxed app cannot grant itself (or anyone) another app's account.
+        refused = self.sandboxed(OTHER, "allow", account="flatpak:%s/siv" % OTHER)
+        self.assertEqual(refused.get("error"), "app_not_allowed", refused)
+        self.assertNotIn(OTHER, self.grants())
+        # vaultctl can: then OTHER gets the session with no dialog.
+        shown = len(self.dialogs())
+        self.assertIn("may now use siv", self.vaultctl("apps", "allow", "flatpak:" + OTHER, "siv"))
+        self.assertEqual(self.sandboxed(OTHER, "session", account="siv").get("ok", {}).get("access_token"), "AT-siv")
+        self.assertEqual(len(self.dialogs()), shown)
+        # A program by its path is resolved to what /proc/PID/exe shows.
+        python = os.path.realpath("/usr/bin/python3")
+        self.assertIn("may now use siv", self.vaultctl("apps", "allow", "/usr/bin/python3", "siv"))
+        self.assertEqual((self.grants()[python]["kind"], self.grants()[python]["verified"]), ("executable", False))
+        # A name with no kind, and an account that is not there, are refused with a sentence.
+        for args, words in ((("apps", "allow", "Timeliste", "siv"), "KIND:NAME"), (("apps", "allow", "flatpak:x.y", "nobody"), "")):
+            r = subprocess.run([VAULTCTL, *args, "--socket", self.vaultd.socket, "--non-interactive"],
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(words, r.stderr + r.stdout)
+        decisions = [(e["outcome"], e["detail"].get("app"), e["detail"].get("reason")) for e in self.audit()
+                     if e["event"] == "grant" and e["detail"].get("account") == "siv"]
+        self.assertEqual(decisions, [("allow", APP, "import"), ("allow", OTHER, "vaultctl"), ("allow", python, "vaultctl")])
 
     def test_an_unverified_app_is_labelled_so(self):
         self.script()

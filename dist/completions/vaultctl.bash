@@ -492,13 +492,13 @@ _vaultctl_apps() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    list|revoke)
+    list|allow|revoke)
         # Offer subcommand argument completions
         "_vaultctl_apps_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'list revoke' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'list allow revoke' -- "${cur}"))
         ;;
     esac
 }
@@ -509,6 +509,21 @@ _vaultctl_apps_list() {
     repeating_options=()
     non_repeating_options=(--socket)
     __vaultctl_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_vaultctl_apps_allow() {
+    repeating_flags=()
+    non_repeating_flags=(--non-interactive --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __vaultctl_offer_flags_options 2
 
     # Offer option value completions
     case "${prev}" in
