@@ -23,6 +23,8 @@ protocol ClientLink: Sendable {
 final class Client: Sendable {
     let link: any ClientLink
     let requester: Requester
+    /// Fired when the connection closes: vaultd's own dialogs for its requests close with it.
+    let hangup = Hangup()
 
     private struct Inner {
         var language: Language = .en
@@ -123,6 +125,7 @@ final class Client: Sendable {
             return Array(s.waiting.values)
         }
         for c in all { c.resume(returning: .cancelled) }
+        hangup.fire()
     }
 }
 
@@ -197,7 +200,7 @@ struct RequestHandler: Sendable {
     func respond(to request: Request, client: Client) async -> Response {
         // vaultd's own dialogs for a client that asked for them; else prompts relayed as events.
         let conversation: any ClientConversation = client.prompter.conversation(
-            prompterFactory, language: client.language, requester: client.requester)
+            prompterFactory, language: client.language, requester: client.requester, hangup: client.hangup)
             ?? ServerConversation(client: client, requestID: request.id, promptTimeout: promptTimeout,
                                   openableOrigins: openableOrigins)
         do {
