@@ -164,7 +164,7 @@ final class FingerprintDialogTests: VaultdTestCase {
     func testVaultdStopsPromptlyWithADialogOpenAndLeavesNoPinentry() throws {
         let v = try lockedVault()
         try fake.set(["wait"])
-        _ = try asking(v)
+        let app = try asking(v)
         waitForDialog()
         let began = monotonicNow()
         let outcome = v.stop(timeout: 10)
@@ -173,5 +173,8 @@ final class FingerprintDialogTests: VaultdTestCase {
         XCTAssertEqual(outcome?.exit, 0, "\(String(describing: outcome))")
         XCTAssertTrue(fake.lines.contains { $0.hasPrefix("KILLED") }, "\(fake.lines)")
         assertNoPinentryLeft()
+        // The app's request was answered (cancelled) or its connection closed; it was not left hanging.
+        var extra: [[UInt8]] = []
+        XCTAssertTrue(app.waitForClose(timeout: 3, extra: &extra))
     }
 }
