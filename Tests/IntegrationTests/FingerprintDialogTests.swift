@@ -1,6 +1,5 @@
 import Foundation
 import VaultProtocol
-import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -40,13 +39,7 @@ final class FingerprintDialogTests: VaultdTestCase {
     }
 
     @discardableResult
-    func fpstub(_ args: String...) -> ProcessOutcome {
-        let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
-        let out = (try? runProcess(exe, ["--state", stubPath] + args, env: childEnvironment([:]), timeout: 20))
-            ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
-        XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)")
-        return out
-    }
+    func fpstub(_ args: String...) -> ProcessOutcome { fpstub(state: stubPath, args) }
 
     /// An app that lets vaultd prompt, with its `session` request sent.
     func asking(_ v: VaultdProcess, id: Int64 = 5) throws -> RawClient {
