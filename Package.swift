@@ -149,10 +149,12 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ], path: "Plugins/OIDCFactor", swiftSettings: strict),
 
+        // Locking with the desktop: logind and the ScreenSaver over GDBus; knows nothing of the vault.
+        .target(name: "DesktopLock", dependencies: ["CGIO"], swiftSettings: strict),
         .executableTarget(name: "vaultd", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
-            "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter",
+            "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter", "DesktopLock",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

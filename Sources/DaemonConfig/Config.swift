@@ -22,7 +22,13 @@ public struct FileConfig: Codable, Sendable {
     public var connection_idle_timeout: Int?
     /// Client connections open at once.
     public var max_connections: Int?
+    /// Lock the vault when the screen locks, before suspend and at logout
+    /// (logind and the ScreenSaver over D-Bus). Default: true.
+    public var lock_on_screen_lock: Bool?
     public var log_level: String?
+    /// Each session only to the apps allowed it (default true). false gives
+    /// every program of the user every session: weaker, for single-app setups.
+    public var per_app: Bool?
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?

@@ -1,34 +1,17 @@
 import Foundation
 import VaultCore
 
-/// The name a dialog gives the app that is asking: its Flatpak app id when it
-/// runs sandboxed (the executable inside a sandbox says little: often
-/// `python3` or `bwrap`), otherwise its executable's name.
+/// The name a dialog gives the app that is asking: its identity as read when
+/// the connection opened (`AppIdentity`: a Flatpak or Snap name, a desktop
+/// app id, else the executable's file name; inside a sandbox the executable
+/// says little, often `python3` or `bwrap`).
 public enum AppName {
     public static func of(_ requester: Requester, procRoot: String = "/proc") -> String? {
+        if let app = requester.app { return app.shortName }
         guard requester.pid > 0 else { return nil }
-        if let info = try? String(contentsOfFile: "\(procRoot)/\(requester.pid)/root/.flatpak-info", encoding: .utf8),
-           let id = flatpakAppID(info) {
-            return id
-        }
-        guard let exe = requester.executable, let name = exe.split(separator: "/").last else { return nil }
-        // A replaced binary shows as “name (deleted)”.
-        return String(name.hasSuffix(" (deleted)") ? name.dropLast(10) : name)
-    }
-
-    /// `name=` in the `[Application]` group of a .flatpak-info key file.
-    static func flatpakAppID(_ info: String) -> String? {
-        var group = ""
-        for raw in info.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
-            if line.hasPrefix("[") { group = line; continue }
-            if group == "[Application]", line.hasPrefix("name=") {
-                let id = String(line.dropFirst(5)).trimmingCharacters(in: .whitespaces)
-                // App ids are reverse-DNS names; anything else is not shown.
-                let allowed = id.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0) }
-                return !id.isEmpty && id.count <= 255 && allowed ? id : nil
-            }
-        }
-        return nil
+        if let app = AppIdentity.of(pid: requester.pid, procRoot: procRoot), app.kind != .executable { return app.shortName }
+        // A fixture's requester carries its executable instead of a /proc entry.
+        guard let exe = requester.executable else { return nil }
+        return AppIdentity(kind: .executable, name: exe).shortName
     }
 }

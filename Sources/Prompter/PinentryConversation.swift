@@ -146,6 +146,25 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         }
     }
 
+    /// “Allow ‘X’ to use your BankID session?”: Allow (OK), Only this time
+    /// (pinentry's second button), Deny (Cancel, and closing the dialog).
+    /// An app known only by its program is labelled unverified, with why.
+    public func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer {
+        let app = question.app
+        var text = Messages.allowAppQuestion(Messages.appLabel(app.shortName, verified: app.verified),
+                                             provider: question.provider).text(language)
+        if !app.verified { text += "\n\n" + Messages.unverifiedAppWarning(app.name).text(language) }
+        if !question.allowed.isEmpty { text += "\n\n" + Messages.otherAppsAllowed(question.allowed).text(language) }
+        let d = Dialog(kind: .confirm, title: Messages.dialogTitle.text(language), description: text,
+                       ok: Messages.dialogAllow.text(language), notOK: Messages.dialogOnlyThisTime.text(language),
+                       cancel: Messages.dialogDeny.text(language), timeout: prompter.timeout)
+        switch try await run(d) {
+        case .ok: return .allow
+        case .notOK: return .once
+        case .pin: return .deny
+        }
+    }
+
     /// One button per option. pinentry has three (OK, not-OK, Cancel), so
     /// with more than two options the second button says “Other choices”
     /// and the next dialog offers the rest, one page after another.

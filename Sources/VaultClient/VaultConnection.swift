@@ -58,6 +58,8 @@ public final class VaultConnection {
     private var buffer: [UInt8] = []
     private var chunk = [UInt8](repeating: 0, count: 65_536)
     private var nextID: Int64 = 1
+    /// Vault events (after `watch`) that arrived while an answer was awaited.
+    private var pendingEvents: [WatchEvent] = []
 
     /// `$SESSIONVAULT_SOCKET`, else `$XDG_RUNTIME_DIR/sessionvault/vault.sock`,
     /// else `/tmp/sessionvault-UID/vault.sock` (what vaultd uses by default).
@@ -131,6 +133,10 @@ public final class VaultConnection {
                 }
                 continue
             }
+            if o["event"]?.stringValue == "vault" {
+                pendingEvents.append(WatchEvent(o))
+                continue
+            }
             // Acknowledgements of our answers carry their own ids; skip them.
             if let rid = o["id"], rid != .int(id), rid != .null { continue }
             if o["ok"]?.boolValue == true { return o["result"] ?? .object([:]) }
@@ -139,6 +145,51 @@ public final class VaultConnection {
             extra["code"] = nil
             extra["message"] = nil
             throw .vault(code: code, message: err["message"]?.stringValue ?? code, extra: extra)
+        }
+    }
+
+    /// Asks for vault events on this connection; returns `watching` and
+    /// `locked` (the state now). Then `nextEvent` reads them.
+    @discardableResult
+    public func watch() throws(ClientError) -> JSON { try call("watch") }
+
+    /// The next vault event (after `watch`), waiting for it.
+    public func nextEvent() throws(ClientError) -> WatchEvent {
+        if !pendingEvents.isEmpty { return pendingEvents.removeFirst() }
+        while true {
+            let line = try readLine()
+            guard let reply = try? JSON.parse(line), let o = reply.objectValue else { throw .malformed("reply is not a JSON object") }
+            if o["event"]?.stringValue == "vault" { return WatchEvent(o) }
+        }
+    }
+
+    /// Vault events as an async sequence, on a connection of their own read on
+    /// a thread of their own (a blocking read must not hold a task's thread).
+    /// Ends with an error when vaultd goes away; stops when the consumer does.
+    public static func events(socketPath: String? = nil, client: String) -> AsyncThrowingStream<WatchEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let connection: VaultConnection
+            do {
+                connection = try VaultConnection(socketPath: socketPath)
+                try connection.hello(client: client, language: .en, interactive: false)
+                try connection.watch()
+            } catch {
+                continuation.finish(throwing: error)
+                return
+            }
+            let fd = connection.fd
+            // Wakes the blocked read when the consumer stops listening.
+            continuation.onTermination = { _ in _ = shutdown(fd, Int32(SHUT_RDWR)) }
+            let reader = EventReader(connection) {
+                do {
+                    while true {
+                        if case .terminated = continuation.yield(try $0.nextEvent()) { break }
+                    }
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            reader.start()
         }
     }
 
@@ -172,6 +223,55 @@ public final class VaultConnection {
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw .closed }
             buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+}
+
+/// One vault event (docs/protocol.md, "Events"): `kind` is `locked`,
+/// `unlocked`, `session_expired`, `logged_out`, `grant_revoked` or `resync`
+/// (events were missed: read `status` again).
+public struct WatchEvent: Sendable, Equatable {
+    public var kind: String
+    /// For `locked`: why (`request`, `idle`, `screen_locked`, `sleep`, …).
+    public var reason: String?
+    /// For the per-account kinds.
+    public var account: String?
+    /// For `grant_revoked`.
+    public var app: String?
+
+    init(_ o: [String: JSON]) {
+        kind = o["kind"]?.stringValue ?? ""
+        reason = o["reason"]?.stringValue
+        account = o["account"]?.stringValue
+        app = o["app"]?.stringValue
+    }
+}
+
+/// Hands the connection to a thread of its own, which alone uses it from
+/// then on. A pthread, not Foundation's Thread: VaultClient does without
+/// Foundation, so vaultctl never loads it.
+private final class EventReader: @unchecked Sendable {
+    let connection: VaultConnection
+    let body: (VaultConnection) -> Void
+
+    init(_ connection: VaultConnection, body: @escaping (VaultConnection) -> Void) {
+        self.connection = connection
+        self.body = body
+    }
+
+    func start() {
+        var thread = pthread_t()
+        let me = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&thread, nil, { raw in
+            guard let raw else { return nil }
+            let reader = Unmanaged<EventReader>.fromOpaque(raw).takeRetainedValue()
+            reader.body(reader.connection)
+            return nil
+        }, me)
+        if rc == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<EventReader>.fromOpaque(me).release()
         }
     }
 }

@@ -10,11 +10,15 @@ public struct Requester: Sendable, Equatable {
     public var uid: UInt32
     /// Set only when known some other way (tests); otherwise read from /proc on demand.
     private var knownExecutable: String?
+    /// Which app it is, read once when the connection opened (`AppIdentity.of`);
+    /// nil for vaultd's own calls and when the process could not be read.
+    public var app: AppIdentity?
 
-    public init(pid: Int32, uid: UInt32, executable: String? = nil) {
+    public init(pid: Int32, uid: UInt32, executable: String? = nil, app: AppIdentity? = nil) {
         self.pid = pid
         self.uid = uid
         self.knownExecutable = executable
+        self.app = app
     }
 
     public static let inProcess = Requester(pid: 0, uid: 0)
@@ -51,6 +55,9 @@ public protocol ClientConversation: FactorConversation {
     /// (WaitingDialog.swift has the default: the message, then the wait).
     func showWhile<T: Sendable>(_ message: LocalizedText, offering options: [ChoiceOption],
                                 _ work: @escaping @Sendable () async -> T) async -> Waited<T>
+    /// “Allow ‘X’ to use your BankID session?” in a dialog the asking app
+    /// cannot answer itself (vaultd's own); others throw `notInteractive`.
+    func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer
 }
 
 /// One option of a choice prompt.
@@ -68,6 +75,7 @@ extension ClientConversation {
         throw .notInteractive
     }
     public var rateLimitKey: String { requester.executable ?? "pid:\(requester.pid)" }
+    public func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer { throw .notInteractive }
     public func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool {
         try await confirm(prompt)
     }

@@ -162,6 +162,7 @@ extension Vault {
                                           detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
                                           requester: conversation.requester),
                     locked: policy.lockedFailure())
+        grantOnCreate(meta.account, requester: conversation.requester, reason: "login")
         if vaultKey == nil {
             if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
                 await conversation.show(Messages.loggedInOthersWaitForPIN)
@@ -186,9 +187,9 @@ extension Vault {
 
     /// `vaultctl context ORG`: the active organization for the person behind a
     /// session; every session of that login carries it from now on.
-    public func setActiveOrganization(_ org: String, account: String?) async throws(VaultFailure) -> [String: JSON] {
-        let id = try table.pick(account)
-        guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+    public func setActiveOrganization(_ org: String, account: String?, requester: Requester = .inProcess) async throws(VaultFailure) -> [String: JSON] {
+        let id = try table.pick(account, among: visibleAccounts(requester))
+        guard let entry = table.entry(id), mayView(entry.meta.account, requester) else { throw VaultFailure(.noSession) }
         let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
         var meta = entry.meta
         for (k, v) in added { meta.claims[k] = v }

@@ -40,12 +40,25 @@ final class SessionTable: Sendable {
     }
 
     private let state: Locked<State>
+    /// Hears the vault key come back (`unlocked`), whichever way it came.
+    let events: VaultEvents
+    /// Announces each session's end when it comes (every change here sets its timer again).
+    let ends: SessionEnds
 
-    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double) {
+    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double, events: VaultEvents = VaultEvents()) {
+        self.events = events
+        self.ends = SessionEnds(events: events)
         var s = State(vaultKey: vaultKey, lastActivity: now)
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }
         state = Locked(s)
+        watchEnds()
+    }
+
+    /// Hands the sessions to `ends`, which announces those that ended and
+    /// wakes this again at the next end.
+    func watchEnds() {
+        ends.update(allEntries()) { [weak self] in self?.watchEnds() }
     }
 
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
@@ -57,10 +70,13 @@ final class SessionTable: Sendable {
 
     func setVaultKey(_ key: SecureBytes?, now: Double) {
         // The old key, if any, is released here; sodium_free wipes it.
-        state.withLock { s in
+        let opened = state.withLock { s -> Bool in
+            let wasLocked = s.vaultKey == nil
             s.vaultKey = key
             s.unlockedAt = now
+            return wasLocked && key != nil
         }
+        if opened { events.emit(.unlocked) }
     }
 
     /// Drops the vault key and the record keys of sessions stored while it was
@@ -85,16 +101,18 @@ final class SessionTable: Sendable {
 
     func allEntries() -> [String: Entry] { state.withLock { $0.entries } }
 
-    /// The record id for `account`, or the only session when none is named.
-    func pick(_ account: String?) throws(VaultFailure) -> String {
+    /// The record id for `account`, or the only session when none is named
+    /// (the only one among the accounts in `visible`, when given).
+    func pick(_ account: String?, among visible: Set<String>? = nil) throws(VaultFailure) -> String {
         let result: Result<String, VaultFailure> = state.withLock { s in
             if let account {
                 guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
                 return .success(id)
             }
-            if s.entries.count == 1, let only = s.entries.keys.first { return .success(only) }
-            if s.entries.isEmpty { return .failure(VaultFailure(.noSession)) }
-            let names = s.entries.values.map(\.meta.account).sorted()
+            let candidates = s.entries.filter { visible?.contains($0.value.meta.account) ?? true }
+            if candidates.count == 1, let only = candidates.keys.first { return .success(only) }
+            if candidates.isEmpty { return .failure(VaultFailure(.noSession)) }
+            let names = candidates.values.map(\.meta.account).sorted()
             return .failure(VaultFailure(.badRequest, message: LocalizedText(
                 en: "There are several accounts here (\(names.joined(separator: ", "))). Say which one you want.",
                 nb: "Det finnes flere kontoer her (\(names.joined(separator: ", "))). Si hvilken du vil bruke."),
@@ -109,12 +127,14 @@ final class SessionTable: Sendable {
             s.entries[id] = entry
             s.accountIndex[entry.meta.account] = id
         }
+        watchEnds()
     }
 
     func remove(_ id: String) {
         state.withLock { s in
             if let old = s.entries.removeValue(forKey: id) { s.accountIndex[old.meta.account] = nil }
         }
+        watchEnds()
     }
 
     func removeAll() {
@@ -122,5 +142,6 @@ final class SessionTable: Sendable {
             s.entries.removeAll()
             s.accountIndex.removeAll()
         }
+        watchEnds()
     }
 }

@@ -172,9 +172,12 @@ struct Sessions {
     mutating func forget(id: String, reason: String) {
         hold.unsaved[id] = nil
         let account = table.entry(id)?.meta.account
+        // Its end came by the clock and was announced then (SessionEnds).
+        let announced = table.ends.wasAnnounced(id)
         _ = try? store.deleteSession(id: id)
         table.remove(id)
         audit.record("session_ended", outcome: reason, detail: ["account": .string(account ?? "")])
+        if let account, !announced { table.events.emit(.sessionExpired(account: account)) }
     }
 
     // MARK: Rotations the store refused

@@ -110,6 +110,8 @@ public actor Vault {
     var keyslots: Keyslots
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
+    /// What watching apps hear (`watch`, VaultEvents.swift); the server listens here.
+    public nonisolated let events = VaultEvents()
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
@@ -119,6 +121,11 @@ public actor Vault {
     var strongLoginAt: Double?
     /// Factors whose proof is a secret (the PIN): their slots wrap the vault key.
     nonisolated let secretFactors: Set<String>
+    /// Which app may use which account (AppGrants.swift, Vault+Apps.swift).
+    /// Every change also tells the event feed who may hear about which account.
+    var grants: AppGrants {
+        didSet { publishAudience() }
+    }
 
     /// Opens (or creates) the vault on a store with the device key.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
@@ -139,13 +146,18 @@ public actor Vault {
         do {
             metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
+            let grants = try AppGrants(store: store, deviceKey: deviceKey, logger: logger)
+            self.grants = grants
+            events.setAudience(Vault.audience(grants, perApp: config.perApp))
+        } catch let e as StoreError {
+            throw .store(Messages.storeUnreadable, detail: "\(e)")
         } catch {
             throw .crypto("\(error)")
         }
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
         self.keyslots = opened.keyslots
         let started = Date().timeIntervalSince1970
-        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started)
+        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
         // the vault key goes only into its soft box: the vault starts locked and a
@@ -242,7 +254,16 @@ public actor Vault {
     public func lock(reason: String, requester: Requester? = nil) {
         if table.lock() {
             audit.record("lock", outcome: "ok", detail: ["reason": .string(reason)], requester: requester)
+            events.emit(.locked(reason: reason))
         }
+    }
+
+    /// The desktop's lock (screen lock, sleep, logout). Like the idle lock,
+    /// skipped while the device key alone guards the vault: nothing but a
+    /// login would open it again, for no gain.
+    public func lockWithDesktop(reason: String) {
+        guard !guardedByDeviceKeyOnly else { return }
+        lock(reason: reason)
     }
 
     /// Called periodically by the daemon: the idle timeout (restarted by every
@@ -336,10 +357,11 @@ public actor Vault {
         public var waiting: LocalizedText?
     }
 
-    public func accounts() -> [AccountInfo] {
+    /// The accounts `requester` may see (all of them for vaultd's own callers).
+    public func accounts(visibleTo requester: Requester = .inProcess) -> [AccountInfo] {
         let vk = vaultKey
         let waiting = policy.sessionWaits
-        return table.allEntries().values.map { e in
+        return table.allEntries().values.filter { mayView($0.meta.account, requester) }.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
                         hasRefreshToken: e.meta.hasRefreshToken, waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
@@ -354,6 +376,16 @@ public actor Vault {
     /// `min_valid_period`), so a caller can ask for a token that outlives its job.
     public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
+        // No account named: the only one the app may see (a sandboxed app is
+        // never told the names of accounts it is not granted).
+        var account = account
+        if account == nil, let visible = visibleAccounts(conversation.requester) {
+            account = table.entry(try table.pick(nil, among: visible))?.meta.account
+        }
+        // Whose session it may be is settled first: a denied app never causes a PIN dialog.
+        if let asked = table.entry(try table.pick(account)) {
+            try await checkGrant(account: asked.meta.account, meta: asked.meta, conversation: conversation)
+        }
         if table.entry(try table.pick(account))?.key(vaultKey: vaultKey) == nil {
             do {
                 try await ensureUnlocked(conversation, preferred: nil)
@@ -406,6 +438,7 @@ public actor Vault {
         try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
                              auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
                              locked: policy.lockedFailure())
+        grantOnCreate(account, requester: conversation.requester, reason: "import")
         return meta
     }
 
@@ -420,14 +453,18 @@ public actor Vault {
     /// be read for revocation, and the result says so).
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
         var targets: [(String, SessionTable.Entry)] = []
+        // A sandboxed app logs out only what it may see: "all" is all of its own.
+        let everything = all && table.allEntries().values.allSatisfy { mayView($0.meta.account, requester) }
         if all {
-            targets = Array(table.allEntries())
+            targets = table.allEntries().filter { mayView($0.value.meta.account, requester) }.map { ($0.key, $0.value) }
         } else {
             guard let account else {
                 throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
                                                 nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
             }
-            guard let id = table.id(forAccount: account), let entry = table.entry(id) else { throw VaultFailure(.noSession) }
+            guard let id = table.id(forAccount: account), let entry = table.entry(id), mayView(account, requester) else {
+                throw VaultFailure(.noSession)
+            }
             targets = [(id, entry)]
         }
         // Read what must be revoked before the records are gone.
@@ -444,7 +481,7 @@ public actor Vault {
             }
         }
         var removed = 0
-        if all {
+        if everything {
             removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
             table.removeAll()
         } else {
@@ -453,6 +490,8 @@ public actor Vault {
                 table.remove(id)
             }
         }
+        for (_, entry) in targets { events.emit(.loggedOut(account: entry.meta.account)) }
+        dropGrants(accounts: everything ? nil : Set(targets.map { $0.1.meta.account }))
         var confirmed = 0
         for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {
             confirmed += 1

@@ -14,9 +14,13 @@ public struct VaultConfig: Sendable {
     /// A presence factor (the fingerprint) reopens the vault for this long after
     /// the last PIN or login; then the PIN or a login is needed once. 0 = no limit.
     public var fingerprintMaxAge: Int
+    /// Each session only to the apps allowed it (`per_app`, on by default);
+    /// off, every app of the user gets every session (weaker: docs/threat-model.md).
+    public var perApp: Bool
 
     public init(idleTimeout: Int = 900, pinCost: PasswordHash.Cost = .interactive, promptTimeout: Int = 120,
-                maxUnlocked: Int = 12 * 3600, fingerprintMaxAge: Int = 48 * 3600) {
+                maxUnlocked: Int = 12 * 3600, fingerprintMaxAge: Int = 48 * 3600, perApp: Bool = true) {
+        self.perApp = perApp
         self.idleTimeout = idleTimeout
         self.maxUnlocked = maxUnlocked
         self.fingerprintMaxAge = fingerprintMaxAge

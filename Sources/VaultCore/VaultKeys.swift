@@ -107,7 +107,10 @@ extension Vault {
         softBoxes = [:]
         self.sessions.publicKey = publicKey
         strongLoginAt = nil
+        let accounts = table.allEntries().values.map(\.meta.account)
         table.removeAll()
+        for account in accounts { events.emit(.loggedOut(account: account)) }
+        grants.forgetAll()
         table.setVaultKey(vk, now: now())
         audit.record("reset", outcome: "ok", detail: ["sessions": .int(Int64(removed)), "factors": .int(Int64(factorCount))],
                      requester: conversation.requester)

@@ -19,6 +19,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case tokenInvalid = "token_invalid"
     case ageRequirement = "age_requirement"
     case rateLimited = "rate_limited"
+    case appNotAllowed = "app_not_allowed"
     case `internal`
 }
 

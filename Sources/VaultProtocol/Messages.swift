@@ -65,6 +65,8 @@ public enum Messages {
         case .rateLimited:
             return LocalizedText(en: "Too many attempts — wait a moment and try again",
                                  nb: "For mange forsøk — vent litt og prøv igjen")
+        case .appNotAllowed:
+            return appNotAllowed(nil)
         case .internal:
             return LocalizedText(
                 en: "Something went wrong inside the vault. Please try again; if it keeps happening, restart vaultd.",
@@ -470,4 +472,41 @@ extension Messages {
     public static let pinentryFailed = LocalizedText(
         en: "The vault's PIN dialog (pinentry) stopped or did not answer. Try again; if it happens again, install pinentry-gtk2 or set another “pinentry” in config.toml.",
         nb: "PIN-dialogen til hvelvet (pinentry) stoppet eller svarte ikke. Prøv igjen; skjer det igjen, installer pinentry-gtk2 eller sett et annet «pinentry» i config.toml.")
+
+    // MARK: Apps and their grants (docs/threat-model.md, "Apps and their grants")
+
+    /// `app_not_allowed`: the asking app has no grant for the account and no dialog could ask.
+    public static func appNotAllowed(_ app: String?) -> LocalizedText {
+        let en = app.map { "‘\($0)’ is" } ?? "This app is"
+        let nb = app.map { "«\($0)» har" } ?? "Dette programmet har"
+        return LocalizedText(
+            en: "\(en) not allowed to use that login. Let the app ask through SessionVault's own dialog and choose Allow, or log in from the app itself.",
+            nb: "\(nb) ikke lov til å bruke den innloggingen. La appen spørre gjennom SessionVaults egen dialog og velg Tillat, eller logg inn fra appen selv.")
+    }
+    /// The question of the grant dialog. `app` is already labelled (`appLabel`).
+    public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
+        LocalizedText(en: "Allow \(app.en) to use your \(provider) session?",
+                      nb: "Vil du la \(app.nb) bruke \(provider)-økten din?")
+    }
+    /// An app's name as dialogs show it; an unverified one says so.
+    public static func appLabel(_ name: String, verified: Bool) -> LocalizedText {
+        verified ? LocalizedText(en: "‘\(name)’", nb: "«\(name)»")
+            : LocalizedText(en: "‘\(name)’ (unverified)", nb: "«\(name)» (ikke bekreftet)")
+    }
+    public static func unverifiedAppWarning(_ path: String) -> LocalizedText {
+        LocalizedText(
+            en: "SessionVault could not verify which app this is: only its program, \(path), is known, and another program of yours could pretend to be it.",
+            nb: "SessionVault kunne ikke bekrefte hvilken app dette er: bare programmet, \(path), er kjent, og et annet program hos deg kan late som det er det.")
+    }
+    public static func otherAppsAllowed(_ apps: [String]) -> LocalizedText {
+        LocalizedText(en: "Allowed now: \(apps.joined(separator: ", ")).", nb: "Tillatt nå: \(apps.joined(separator: ", ")).")
+    }
+    public static let dialogAllow = LocalizedText(en: "Allow", nb: "Tillat")
+    public static let dialogOnlyThisTime = LocalizedText(en: "Only this time", nb: "Bare denne gangen")
+    public static let dialogDeny = LocalizedText(en: "Deny", nb: "Avslå")
+    /// `vaultctl apps revoke` named no app that has a grant.
+    public static func noSuchApp(_ app: String) -> LocalizedText {
+        LocalizedText(en: "No app called ‘\(app)’ is allowed any login. See the names with “vaultctl apps”.",
+                      nb: "Ingen app som heter «\(app)», har lov til noen innlogging. Se navnene med «vaultctl apps».")
+    }
 }

@@ -16,7 +16,8 @@ import Glibc
 /// - the connection cap (`ConnectionLimits.maxConnections`): one `rate_limited`, then closed;
 /// - another uid: one `forbidden`, then closed, nothing read;
 /// - a line over `Wire.maxLineBytes`: one `bad_request`, then closed (LineSplitter);
-/// - idle: closed after `idleTimeout` with no complete line and nothing in flight;
+/// - idle: closed after `idleTimeout` with no complete line and nothing in flight
+///   (a connection that said `watch` waits for events and is never idle);
 /// - requests in flight (`maxInFlight`): the next gets `rate_limited` (Client.begin);
 /// - unsent answers: past `maxUnsentBytes` the connection is not read until the
 ///   client has read some of them (NIO's BackPressureHandler on the channel's
@@ -58,7 +59,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(VaultFailure(.forbidden)))
             return
         }
-        client = Client(link: ChannelLink(channel: channel), requester: peer)
+        // Which app it is, read once now while the peer surely still runs; kept with the connection.
+        var requester = peer
+        requester.app = AppIdentity.of(pid: peer.pid)
+        client = Client(link: ChannelLink(channel: channel), requester: requester)
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
         }
@@ -85,6 +89,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         idleCheck?.cancel()
         idleCheck = nil
         connections.remove(context.channel)
+        if let client { handler.watchers.remove(client) }
         client?.close()
         context.fireChannelInactive()
     }
@@ -106,6 +111,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func checkIdle(on loop: any EventLoop, channel: any Channel) {
         guard let client else { return }
         let timeout = UInt64(limits.idleTimeout) * 1_000_000_000
+        // A watcher waits for events by design: it is never idle, and no
+        // check is left scheduled for it.
+        if client.isWatching { return }
         let (busy, lastAnswered) = client.activity
         if busy {
             scheduleIdleCheck(on: loop, channel: channel, in: .nanoseconds(Int64(timeout)))
@@ -127,6 +135,10 @@ struct ChannelLink: ClientLink {
 
     func send(_ line: [UInt8]) {
         _ = write(line)
+    }
+
+    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void) {
+        write(line).whenComplete { _ in whenWritten() }
     }
 
     func sendAndClose(_ line: [UInt8]) {

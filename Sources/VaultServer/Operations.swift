@@ -12,7 +12,7 @@ extension RequestHandler {
         switch request.op {
         case "status":
             let factors = await vault.factorStatuses()
-            let accounts = await vault.accounts()
+            let accounts = await vault.accounts(visibleTo: conversation.requester)
             var result: [String: JSON] = [
                 "locked": .bool(await vault.isLocked),
                 "accounts": .array(accounts.map { a in
@@ -73,12 +73,15 @@ extension RequestHandler {
                 throw .badRequest(LocalizedText(en: "Say which organization, for example “Mentorhuset Oslo”.",
                                                 nb: "Si hvilken organisasjon, for eksempel «Mentorhuset Oslo»."))
             }
-            let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"))
+            let claims = try await vault.setActiveOrganization(org, account: try optionalString(request, "account"),
+                                                               requester: conversation.requester)
             return ["claims": .object(claims)]
+        case "apps", "revoke_app":
+            return try await appsOp(request, conversation)
         case "sync_conflicts":
             return ["conflicts": .array(await vault.memberConflicts())]
         case "sessions":
-            return ["sessions": .array(await vault.accounts().map { a in
+            return ["sessions": .array(await vault.accounts(visibleTo: conversation.requester).map { a in
                 var o: [String: JSON] = [
                     "account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name),
                     "token_hash": .string(a.tokenHash), "refreshable": .bool(a.hasRefreshToken),
@@ -164,5 +167,30 @@ extension RequestHandler {
             provider: try optionalString(request, "provider"), name: try optionalString(request, "name"),
             subject: try optionalString(request, "subject"), refreshToken: try optionalString(request, "refresh_token"),
             accessToken: try optionalString(request, "access_token"), accessExpiresAt: expires)
+    }
+}
+
+// `apps` and `revoke_app` (docs/protocol.md): the grants, one entry per app.
+extension RequestHandler {
+    func appsOp(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
+        if request.op == "revoke_app" {
+            guard let app = try optionalString(request, "app"), !app.isEmpty else {
+                throw .badRequest(LocalizedText(en: "Say which app, as “vaultctl apps” names it.",
+                                                nb: "Si hvilken app, slik «vaultctl apps» navngir den."))
+            }
+            let removed = try await vault.revokeApp(app, requester: conversation.requester)
+            return ["revoked": .array(removed.map { .string($0.account) })]
+        }
+        var byApp: [AppIdentity: [AppGrant]] = [:]
+        for g in await vault.appGrants(visibleTo: conversation.requester) { byApp[g.app, default: []].append(g) }
+        let apps = byApp.keys.sorted { $0.key < $1.key }.map { app -> JSON in
+            let grants = byApp[app] ?? []
+            let lastUse = grants.compactMap(\.lastUse).max()
+            return [
+                "app": .string(app.name), "kind": .string(app.kind.rawValue), "verified": .bool(app.verified),
+                "accounts": .array(grants.map { .string($0.account) }), "last_use": lastUse.map { .int($0) } ?? .null,
+            ]
+        }
+        return ["apps": .array(apps), "per_app": .bool(await vault.perApp)]
     }
 }

@@ -14,6 +14,16 @@ protocol ClientLink: Sendable {
     func send(_ line: [UInt8])
     /// Writes one line, then closes the connection.
     func sendAndClose(_ line: [UInt8])
+    /// Writes one line and calls `whenWritten` once it has left vaultd (or
+    /// the connection closed): how `watch` bounds a watcher's backlog.
+    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void)
+}
+
+extension ClientLink {
+    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void) {
+        send(line)
+        whenWritten()
+    }
 }
 
 /// One connected client, as the request handler sees it: who it is, what it
@@ -40,6 +50,8 @@ final class Client: Sendable {
     /// the lock: the transport counts every request in, the tasks count them out.
     private let inFlight = Atomic<Int>(0)
     private let lastAnsweredNanos = Atomic<UInt64>(Client.monotonicNanos())
+    /// The `watch` op's state for this connection (Watch.swift).
+    let watch = Locked(WatchState())
 
     init(link: any ClientLink, requester: Requester) {
         self.link = link
@@ -145,6 +157,8 @@ struct RequestHandler: Sendable {
     /// vaultd's own dialogs for clients that said `"prompter": "vault"` (VaultPrompter.swift).
     var prompterFactory: VaultPrompterFactory? = nil
     let releaseAudit = ReleaseAuditLimiter()
+    /// The connections that said `watch` (Watch.swift).
+    let watchers = Watchers()
 
     /// One whole line from `client`, without its newline. Everything it needs
     /// from the line is read before this returns: the caller wipes the line then.
@@ -166,6 +180,8 @@ struct RequestHandler: Sendable {
             hello(request, client: client)
         case "answer":
             client.link.send(answer(request, secret: secret, client: client).encoded())
+        case "watch":
+            watch(request, client: client)
         default:
             guard client.begin(limit: maxInFlight) else {
                 client.link.send(Response.failure(id: request.id, error: .tooManyRequestsInFlight(limit: maxInFlight),
@@ -231,6 +247,20 @@ struct RequestHandler: Sendable {
         }
     }
 
+    /// Starts sending the connection vault events. It is counted as a watcher
+    /// at once, so nothing that happens while the lock state is read is lost;
+    /// its events wait until this answer is written.
+    func watch(_ request: Request, client: Client) {
+        let vault = self.vault
+        let first = client.startWatching()
+        if first { watchers.add(client, events: vault.events) }
+        Task {
+            let locked = await vault.isLocked
+            client.link.send(Response.success(id: request.id, result: ["watching": true, "locked": .bool(locked)]).encoded())
+            if first { client.watchAnswered() }
+        }
+    }
+
     func answer(_ request: Request, secret: SecureBytes?, client: Client) -> Response {
         guard let pid = request["pid"]?.stringValue else {
             return .failure(id: request.id, error: .badRequest(LocalizedText(
@@ -256,18 +286,18 @@ struct RequestHandler: Sendable {
         return .success(id: request.id, result: [:])
     }
 
-    /// Records a release (with the peer's pid and executable), at most once a
+    /// Records a release (with the peer's pid, executable and app identity), at most once a
     /// minute per process and account, on a task: the audit write must never
     /// slow the release, and an app asking a thousand times a second must not
     /// flood the log. A new process (each `vaultctl token`) is always recorded.
     func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
         guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
         // Read /proc/PID/exe now, while the client is surely still there.
-        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable)
+        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable, app: peer.app)
         let audit = vault.audit
-        let account = released.meta.account
+        let detail = Vault.appDetail(peer.app, account: released.meta.account)
         Task.detached(priority: .utility) {
-            audit.record("release", outcome: "ok", detail: ["account": .string(account)], requester: requester)
+            audit.record("release", outcome: "ok", detail: detail, requester: requester)
         }
     }
 }

@@ -144,3 +144,16 @@ public struct StoreDiagnostics: Sendable, Equatable {
     /// The SQLite library in use.
     public var sqliteVersion: String
 }
+
+/// One app's grant for one account; `sealed` is opaque to the store.
+public struct GrantRow: Sendable, Equatable {
+    public var id: String
+    public var sealed: [UInt8]
+    public var updatedAt: Int64
+
+    public init(id: String, sealed: [UInt8], updatedAt: Int64) {
+        self.id = id
+        self.sealed = sealed
+        self.updatedAt = updatedAt
+    }
+}

@@ -6,10 +6,10 @@ import GRDB
 /// (see `VaultStore.refuseNewerSchema`).
 enum Schema {
     /// Bump together with a new migration below.
-    static let version = 1
+    static let version = 2
 
     /// Every migration identifier registered below, for the read-only probe.
-    static let migrationIdentifiers: Set<String> = ["v1"]
+    static let migrationIdentifiers: Set<String> = ["v1", "v2"]
 
     static let migrator: DatabaseMigrator = {
         var migrator = DatabaseMigrator()
@@ -83,6 +83,19 @@ enum Schema {
                 INSERT INTO store_info (id, schema_version, created_at)
                     VALUES (1, 1, CAST(strftime('%s', 'now') AS INTEGER));
                 PRAGMA user_version = 1;
+                """)
+        }
+        // Which app may use which account (VaultCore's AppGrants): one row per
+        // app and account, its content sealed, its id a keyed hash of both.
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: """
+                CREATE TABLE app_grant (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
+                    sealed BLOB NOT NULL CHECK (length(sealed) > 0),
+                    updated_at INTEGER NOT NULL
+                );
+                UPDATE store_info SET schema_version = 2;
+                PRAGMA user_version = 2;
                 """)
         }
         return migrator

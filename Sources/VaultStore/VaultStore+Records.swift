@@ -95,6 +95,7 @@ extension VaultStore {
             let sessions = db.changesCount
             try db.execute(sql: "DELETE FROM keyslot")
             try db.execute(sql: "DELETE FROM failure_counter")
+            try db.execute(sql: "DELETE FROM app_grant")
             try db.execute(sql: #"DELETE FROM meta WHERE "key" LIKE 'stale:%'"#)
             for (key, value) in meta {
                 try db.execute(
@@ -105,6 +106,45 @@ extension VaultStore {
             return sessions
         }
         return removed
+    }
+
+    // MARK: - App grants
+
+    public func grants() throws(StoreError) -> [GrantRow] {
+        try read("grants") { db in
+            try Row.fetchAll(db, sql: "SELECT id, sealed, updated_at FROM app_grant ORDER BY rowid").map { row in
+                GrantRow(id: row[0], sealed: try Self.bytes(row, 1), updatedAt: row[2])
+            }
+        }
+    }
+
+    /// Writes `put` and deletes `delete` in one transaction, with the audit
+    /// entry that says why when there is one.
+    public func updateGrants(put: [GrantRow], delete: [String],
+                             auditing make: ((AuditRow?) throws -> AuditRow)? = nil) throws(StoreError) {
+        try write("updateGrants") { db in
+            for id in delete {
+                try db.execute(sql: "DELETE FROM app_grant WHERE id = ?", arguments: [id])
+            }
+            for row in put {
+                try db.execute(sql: """
+                    INSERT INTO app_grant (id, sealed, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
+                    """, arguments: [row.id, Data(row.sealed), row.updatedAt])
+            }
+            if let make { _ = try Self.insertAudit(make, db) }
+        }
+    }
+
+    /// Replaces an existing grant row only (a last use): a row deleted in the
+    /// meantime (revoked) stays deleted. False when there was none.
+    @discardableResult
+    public func updateGrantIfPresent(_ row: GrantRow) throws(StoreError) -> Bool {
+        try write("updateGrantIfPresent") { db in
+            try db.execute(sql: "UPDATE app_grant SET sealed = ?, updated_at = ? WHERE id = ?",
+                           arguments: [Data(row.sealed), row.updatedAt, row.id])
+            return db.changesCount > 0
+        }
     }
 
     // MARK: - Sessions

@@ -122,6 +122,12 @@ struct VaultBench: ParsableCommand {
             table.add("release beside another uid", "skipped", "needs root (setpriv)", nil)
         }
 
+        let watch = try measureBesideWatchers(binary: binary, count: requests)
+        let watchRatio = Double(watch.beside.p99) / Double(max(1, watch.alone.p99))
+        table.add("release p99 beside 1,000 idle watchers (none, before and after: \(us(watch.alone.p99)))", us(watch.beside.p99),
+                  "as with none (≤ 1.5×): \(String(format: "%.2f", watchRatio))×", watchRatio <= 1.5)
+        table.add("… lock → all 1,000 watchers told; vaultd RSS for them", "\(ms(watch.fanOutNs)); \(mib(watch.growthKiB))", "", nil)
+
         // Peer: a libsecret lookup of a stored secret from a running process
         // (what an app would do without a vault), when a Secret Service is here.
         if let peer = measureSecretServiceLookup(count: quick ? 200 : 2_000) {

@@ -32,8 +32,12 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
     let accessTTL = 3600
     let provider = try StrictProvider(python: python, script: setup.providerScript, accessTTL: accessTTL)
     defer { provider.stop() }
+    // per_app = false: vault-bench imports the session and `vaultctl token`,
+    // another program, is measured reading it (as oidc-token reads oidc-agent's,
+    // which has no per-app rule either).
     let daemon = try Daemon(binary: setup.vaultd, name: "oidc", config: """
         idle_timeout = 0
+        per_app = false
         [fingerprint]
         reader = "none"
         [providers.generic]

@@ -109,7 +109,9 @@ struct Audit: ParsableCommand {
                 let at = e["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0
                 let factor = e["factor"]?.stringValue.map { " \($0)" } ?? ""
                 let exe = e["exe"]?.stringValue.map { " by \($0)" } ?? ""
-                print("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)")
+                // Releases and grant decisions name the app (docs/threat-model.md, "Apps and their grants").
+                let app = e["detail"]?["app"]?.stringValue.map { " app \(e["detail"]?["app_kind"]?.stringValue ?? "?"):\($0)" } ?? ""
+                print("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)\(app)")
             }
         }
     }

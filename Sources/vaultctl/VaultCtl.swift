@@ -14,7 +14,8 @@ struct VaultCtl: ParsableCommand {
             """,
         version: SessionVaultVersion.string,
         subcommands: [Status.self, Login.self, Token.self, Factors.self, Lock.self, Unlock.self, Enroll.self, Disable.self,
-                      Reenroll.self, Reset.self, Import.self, Sessions.self, Logout.self, Context.self, Sync.self, Audit.self])
+                      Reenroll.self, Reset.self, Import.self, Sessions.self, Logout.self, Context.self, Sync.self, Audit.self,
+                      Apps.self])
 }
 
 /// Options every command shares.

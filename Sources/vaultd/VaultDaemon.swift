@@ -10,6 +10,7 @@ import MemberSync
 import OIDCFactor
 import Prompter
 import DemoProviders
+import DesktopLock
 import ExternalFactor
 import FingerprintFactor
 import PINFactor
@@ -126,7 +127,8 @@ struct VaultDaemon: AsyncParsableCommand {
         let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
                                       promptTimeout: file.prompt_timeout ?? 120,
                                       maxUnlocked: max(0, file.max_unlocked ?? 12 * 3600),
-                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600)
+                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600,
+                                      perApp: file.per_app ?? true)
 
         // Identity providers: the configured ones, or the built-in demo ones.
         let http = OIDCHTTPClient()
@@ -202,6 +204,7 @@ struct VaultDaemon: AsyncParsableCommand {
             Self.fail(Messages.configInvalid, detail: "connection_idle_timeout must be 0 (never) or more seconds", language: language, code: 2)
         }
         let prompter = Prompter(configured: file.pinentry, timeout: vaultConfig.promptTimeout, logger: logger)
+        if file.lock_on_screen_lock ?? true { Self.lockWithTheDesktop(vault, logger: logger) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
         let server = VaultServer(vault: vault, socketPath: activated.flatMap(Systemd.socketPath(of:)) ?? socketPath, group: group,
@@ -267,6 +270,22 @@ struct VaultDaemon: AsyncParsableCommand {
             }
         }
         fail(Messages.storeUnreadable, detail: "could not start a fresh vault", language: language, code: 4)
+    }
+
+    /// Locks the vault when the screen locks, before suspend and at logout
+    /// (DesktopLock). Subscribed before the socket opens, so a client that
+    /// can connect already hears the `locked` these bring.
+    static func lockWithTheDesktop(_ vault: Vault, logger: Logger) {
+        let watcher = DesktopLockWatcher(
+            sessionID: Paths.env("XDG_SESSION_ID"),
+            onLock: { cause in Task { await vault.lockWithDesktop(reason: cause.rawValue) } },
+            log: { logger.notice("\($0)") })
+        let listening = watcher.start()
+        if listening.isEmpty {
+            logger.notice("no D-Bus: the vault does not lock with the desktop")
+        } else {
+            logger.info("locking with the desktop", metadata: ["listening": "\(listening.joined(separator: ", "))"])
+        }
     }
 
     /// Prints the sentence (and a detail for whoever reads logs) and exits.

@@ -3,6 +3,7 @@ import Locking
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
+import VaultTestSupport
 
 /// The real fprintd (Debian's 1.94) with libfprint's virtual_device, on a private
 /// system bus with polkit answered by python3-dbusmock (Tests/fprintd/fprintd-ctl

@@ -1,6 +1,7 @@
 import Foundation
 import VaultClient
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 
 /// A real vaultd with `reader = "fprintd"` (or "auto") against the real fprintd
@@ -167,7 +168,7 @@ final class FprintdFlowTests: VaultdTestCase {
         holder.release()
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
 
-        let root = fixture.root
+        let fixture = try XCTUnwrap(self.fixture), root = fixture.root
         let dying = PromptScript(secrets: [Self.pin]) { prompt in
             guard prompt.kind == .message, prompt.text.contains("Touch") else { return }
             Thread.detachNewThread {
@@ -175,7 +176,7 @@ final class FprintdFlowTests: VaultdTestCase {
                 let socket = root + "/vdev.sock"
                 unlink(socket)
                 for _ in 0..<500 where !FileManager.default.fileExists(atPath: socket) { usleep(10_000) }
-                _ = FprintdFixture.run(FprintdFixture.python, [FprintdFixture.script, root, "kill-fprintd"])
+                _ = try? fixture.ctl(["kill-fprintd"])
             }
         }
         let started = ContinuousClock.now

@@ -206,7 +206,7 @@ final class PrompterTests: XCTestCase {
             .write(toFile: dir + "/77/root/.flatpak-info", atomically: true, encoding: .utf8)
         XCTAssertEqual(AppName.of(Requester(pid: 77, uid: 1, executable: "/usr/bin/python3.11"), procRoot: dir), "no.likeperson.Aktivitetslogg")
         XCTAssertEqual(AppName.of(Requester(pid: 78, uid: 1, executable: "/opt/app/aktivitetslogg (deleted)"), procRoot: dir), "aktivitetslogg")
-        XCTAssertNil(AppName.flatpakAppID("[Application]\nname=evil%0Aname\n"))
+        XCTAssertNil(AppIdentity.flatpakAppID("[Application]\nname=evil%0Aname\n"))
     }
 
     func testAssuanEscaping() {

@@ -9,7 +9,9 @@ import VaultFactor
 final class ScriptedClient: ClientConversation, Sendable {
     let language: Language = .en
     let isInteractive: Bool
-    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app")
+    /// One app, as a socket peer would be: the sessions it logs in to are its own.
+    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app",
+                              app: AppIdentity(kind: .executable, name: "/usr/bin/test-app"))
     private let state: Locked<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
     private let choiceState: Locked<(choices: [String], offered: [[String]], confirmed: [String])>
     /// The buttons pressed in dialogs shown while a presence factor waits

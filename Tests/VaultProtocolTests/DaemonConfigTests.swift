@@ -42,6 +42,7 @@ final class DaemonConfigTests: XCTestCase {
         let c = try FileConfig.parse(block)
         XCTAssertNotNil(c.max_connections)
         XCTAssertNotNil(c.connection_idle_timeout)
+        XCTAssertEqual(c.lock_on_screen_lock, true, "the guide shows the default: lock with the desktop")
         XCTAssertNotNil(c.providers?["bankid"]?.client_id)
         XCTAssertEqual(c.fingerprint?.reader, "auto", "the guide shows the default: fprintd when it has a reader")
         XCTAssertEqual(c.fingerprint?.allow_stub_reader, true)

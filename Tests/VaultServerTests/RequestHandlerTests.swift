@@ -95,7 +95,8 @@ final class RequestHandlerTests: XCTestCase {
     /// claims, never the refresh token, and the release is audited once.
     func testASessionIsReleasedInOneEnvelopeAndAudited() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: getpid(), uid: getuid()))
+        // As Connection.swift makes it: with the app identity read from the pid.
+        let client = Client(link: link, requester: Requester(pid: getpid(), uid: getuid(), app: AppIdentity.of(pid: getpid())))
         let h = handler()
         send(h, client, "import", id: 1, ["issuer": "https://idp.example", "client_id": "app", "account": "kari",
                                           "refresh_token": "rt-secret", "access_token": "at-1", "expires_at": 4_102_444_800])

@@ -44,7 +44,13 @@ def tree(node, depth=0, out=None):
         labelled = any(r.getRelationType() == pyatspi.RELATION_LABELLED_BY for r in node.getRelationSet())
     except Exception:
         labelled = False
-    out.append({"role": node.getRoleName(), "name": node.name or "", "labelled_by": labelled, "depth": depth})
+    try:
+        showing = node.getState().contains(pyatspi.STATE_SHOWING)
+    except Exception:
+        showing = False
+    # Hidden widgets (gcr-prompter keeps a "Confirm:" row, Qt a "Caps Lock is on" label) are not read.
+    if showing or depth == 0:
+        out.append({"role": node.getRoleName(), "name": node.name or "", "labelled_by": labelled, "depth": depth})
     for i in range(node.childCount):
         child = node.getChildAtIndex(i)
         if child is not None:
@@ -52,14 +58,16 @@ def tree(node, depth=0, out=None):
     return out
 
 
-def dialog_tree(timeout=20):
+def dialog_tree(describe, timeout=20):
+    """The accessible tree of the application showing our dialog, found by its description
+    (pinentry-qt leaves the dialog itself unnamed; pinentry-gnome3's dialog is gcr-prompter's)."""
     end = time.time() + timeout
     while time.time() < end:
         for app in pyatspi.Registry.getDesktop(0):
             if app is None:
                 continue
             nodes = tree(app)
-            if any(n["role"] == "frame" and n["name"] == "SessionVault" for n in nodes):
+            if any(n["role"] == "label" and describe in n["name"] for n in nodes):
                 return nodes
         time.sleep(0.3)
     return None
@@ -70,11 +78,17 @@ def main():
     launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.5)
+    # What Orca does when it starts: tells toolkits that a screen reader listens (Qt exposes
+    # its widgets only then).
+    subprocess.run(["dbus-send", "--session", "--dest=org.a11y.Bus", "/org/a11y/bus", "org.freedesktop.DBus.Properties.Set",
+                    "string:org.a11y.Status", "string:IsEnabled", "variant:boolean:true"], stdout=subprocess.DEVNULL)
     socket_path = os.path.join(work, "run", "vault.sock")
     config = os.path.join(work, "config.toml")
     with open(config, "w") as f:
         f.write('pinentry = "%s"\nprompt_timeout = 30\n[pin]\nargon_memory_mib = 64\n' % PINENTRY)
-    env = dict(os.environ, GTK_MODULES="gail:atk-bridge", HOME=work)
+    # GTK 2 loads its AT-SPI bridge only when asked; Qt 5 exposes its widgets when a screen
+    # reader is on (IsEnabled above), or always with QT_LINUX_ACCESSIBILITY_ALWAYS_ON.
+    env = dict(os.environ, GTK_MODULES="gail:atk-bridge", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1", HOME=work)
     for key in ("LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
         env.pop(key, None)
     vaultd = subprocess.Popen([os.environ["VAULTD"], "--keyring=file", "--data-dir", os.path.join(work, "data"),
@@ -108,7 +122,7 @@ def main():
                     result["error"] = e.code
             t = threading.Thread(target=app)
             t.start()
-            nodes = dialog_tree()
+            nodes = dialog_tree(describe)
             check(nodes is not None, "%s: the dialog is in the accessible tree" % lang)
             if nodes:
                 print("TREE " + json.dumps([n for n in nodes if n["name"] or n["role"] in ("password text", "push button")],
@@ -118,14 +132,16 @@ def main():
                 check(any(("wants to use your login" in l or "vil bruke innloggingen din" in l) and describe in l for l in labels),
                       "%s: the description names the app and says what to type (%r)" % (lang, labels))
                 buttons = sorted(n["name"] for n in nodes if n["role"] == "push button")
-                check(buttons == sorted(["OK", cancel]), "%s: every button has its name %r" % (lang, buttons))
+                check("OK" in buttons and cancel in buttons, "%s: OK and %r are buttons with names %r" % (lang, cancel, buttons))
                 check(pin_label in labels, "%s: the PIN field's label %r is there" % (lang, pin_label))
                 field = [n for n in nodes if n["role"] == "password text"]
                 check(len(field) == 1, "%s: one password field" % lang)
-                # Reported, not failed: pinentry-gtk2 gives the field no name and no labelled-by relation.
-                if field:
-                    print("NOTE %s: password field accessible name %r, labelled-by %s"
-                          % (lang, field[0]["name"], field[0]["labelled_by"]), flush=True)
+                # What decides between the flavours (docs/operations.md): reported per flavour,
+                # and DesktopPromptTests holds each flavour to the verdict found.
+                titled = any(n["role"] in ("frame", "dialog") and n["name"] == "SessionVault" for n in nodes)
+                unnamed = [n["role"] for n in nodes if n["role"] in ("push button", "toggle button") and not n["name"]]
+                named_field = bool(field) and (field[0]["name"] == pin_label or field[0]["labelled_by"])
+                print("VERDICT %s title=%s buttons_named=%s field_named=%s" % (lang, titled, not unnamed, named_field), flush=True)
             subprocess.run(["xdotool", "type", "--delay", "40", PIN])
             subprocess.run(["xdotool", "key", "Return"])
             t.join(40)

@@ -598,22 +598,6 @@ class TestSessions(VaultdTestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertTrue(r.stdout.startswith("Hello, Carol Example"), r.stdout)
 
-    def test_swift_example_app_greets_and_says_what_is_wrong(self):
-        c = self.client()
-        self.import_session(c, "dave", name="Dave Example", access_token="AT-dave-swift")
-        r = self.run_example_app("--account", "dave", swift=True)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(r.stdout.strip(), "Hello, Dave Example")
-        self.assertNotIn("AT-dave-swift", r.stdout + r.stderr)
-        # An account the vault does not hold: the vault's own sentence, in the person's language.
-        for lang, env_lang in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
-            nb = self.client(lang=lang)
-            with self.assertRaises(VaultError) as cm:
-                nb.session("nobody-here")
-            r = self.run_example_app("--account", "nobody-here", swift=True, env_extra={"LANG": env_lang})
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertEqual(r.stdout.strip(), cm.exception.message)
-
     def test_vaultctl_sees_import(self):
         if not os.access(VAULTCTL, os.X_OK):
             raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
@@ -646,8 +630,37 @@ class TestSessions(VaultdTestCase):
 FAKE_PINENTRY = os.path.join(ROOT, "Tests", "pinentry", "fake-pinentry")
 
 
-class TestVaultPrompter(VaultdTestCase):
-    """``prompter="vault"``: vaultd asks through its own (scripted) pinentry; the app only waits."""
+class TestSwiftExampleApp(VaultdTestCase):
+    """The Swift example app reads what this test (Python) imported: two
+    programs, one session. With per-app grants on, the Swift app would be
+    asked about (test_app_grants.py tests that); here the grants are off on
+    purpose, as `per_app = false` allows for a single-app setup."""
+
+    CONFIG = "per_app = false\n"
+
+    def test_swift_example_app_greets_and_says_what_is_wrong(self):
+        c = self.client()
+        self.import_session(c, "dave", name="Dave Example", access_token="AT-dave-swift")
+        r = self.run_example_app("--account", "dave", swift=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.strip(), "Hello, Dave Example")
+        self.assertNotIn("AT-dave-swift", r.stdout + r.stderr)
+        # An account the vault does not hold: the vault's own sentence, in the person's language.
+        for lang, env_lang in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            nb = self.client(lang=lang)
+            with self.assertRaises(VaultError) as cm:
+                nb.session("nobody-here")
+            r = self.run_example_app("--account", "nobody-here", swift=True, env_extra={"LANG": env_lang})
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.strip(), cm.exception.message)
+
+
+class FakePinentryTestCase(VaultdTestCase):
+    """A class's vaultd whose dialogs go to the scripted pinentry
+    (Tests/pinentry/fake-pinentry): ``fake_log`` records what it was told,
+    ``script`` sets its answers."""
+
+    PINENTRY_CONFIG = FAST_PIN_CONFIG
 
     @classmethod
     def setUpClass(cls):
@@ -655,7 +668,7 @@ class TestVaultPrompter(VaultdTestCase):
         cls.addClassCleanup(shutil.rmtree, cls.fake_dir, ignore_errors=True)
         cls.fake_log = os.path.join(cls.fake_dir, "log")
         cls.fake_script = os.path.join(cls.fake_dir, "script")
-        cls.CONFIG = 'pinentry = "%s"\n%s' % (FAKE_PINENTRY, FAST_PIN_CONFIG)
+        cls.CONFIG = 'pinentry = "%s"\n%s' % (FAKE_PINENTRY, cls.PINENTRY_CONFIG)
         os.environ["FAKE_PINENTRY_LOG"] = cls.fake_log
         os.environ["FAKE_PINENTRY_SCRIPT"] = cls.fake_script
         try:
@@ -663,15 +676,23 @@ class TestVaultPrompter(VaultdTestCase):
         finally:
             del os.environ["FAKE_PINENTRY_LOG"]
             del os.environ["FAKE_PINENTRY_SCRIPT"]
+
+    def script(self, *actions):
+        with open(self.fake_script, "w") as f:
+            f.write("".join(a + "\n" for a in actions))
+
+
+class TestVaultPrompter(FakePinentryTestCase):
+    """``prompter="vault"``: vaultd asks through its own (scripted) pinentry; the app only waits."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
         with cls.vaultd.client(on_prompt=Prompter(PIN, PIN)) as c:
             c.hello("pytest-setup", interactive=True)
             c.call("enroll", factor="pin")
             c.call("import", issuer=ISSUER, client_id="pytest-client", account="kari", name="Kari Nordmann",
                    refresh_token="RT-kari-secret", access_token="AT-kari", expires_at=FAR_FUTURE)
-
-    def script(self, *actions):
-        with open(self.fake_script, "w") as f:
-            f.write("".join(a + "\n" for a in actions))
 
     def test_locked_vault_asks_in_its_own_dialog(self):
         self.client().lock()
@@ -809,3 +830,24 @@ class TestPinFlow(VaultdTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestWatch(VaultdTestCase):
+    """``watch()`` and ``events()``: vault events as an iterator."""
+
+    def test_events_arrive_in_order_and_answers_still_reach_their_requests(self):
+        watcher = self.client("pywatcher")
+        self.assertEqual(watcher.watch(), {"watching": True, "locked": False})
+        other = self.client("pyother")
+        self.import_session(other, "py-watch")
+        other.logout(account="py-watch")
+        other.lock()
+        # A request sent while events wait: its answer is kept for it, the events for events().
+        self.assertIn("locked", watcher.status())
+        events = list(watcher.events(timeout=0.5))
+        self.assertEqual([e["kind"] for e in events], ["logged_out", "locked"], events)
+        self.assertEqual(events[0]["account"], "py-watch")
+        self.assertEqual(events[1]["reason"], "request")
+        self.assertIsNone(watcher.next_event(timeout=0.2))
+        # A connection that did not watch hears nothing.
+        self.assertIsNone(other.next_event(timeout=0.2))

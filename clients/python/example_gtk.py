@@ -20,15 +20,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gi  # noqa: E402
 
 gi.require_version("Gtk", "3.0")
-from gi.repository import GLib, Gtk  # noqa: E402
+from gi.repository import Atk, GLib, Gtk  # noqa: E402
 
 from sessionvault import VaultClient, VaultConnectionError, VaultError  # noqa: E402
 
 TEXT = {
     "en": {"title": "Activity log", "waiting": "Getting your login from the vault …", "hello": "Hello, %s",
-           "again": "Try again"},
+           "again": "_Try again",
+           "unreachable": "The vault (SessionVault) is not running. Log out and in again, or ask your contact person."},
     "nb": {"title": "Aktivitetslogg", "waiting": "Henter innloggingen din fra hvelvet …", "hello": "Hei, %s",
-           "again": "Prøv igjen"},
+           "again": "_Prøv igjen",
+           "unreachable": "Hvelvet (SessionVault) kjører ikke. Logg ut og inn igjen, eller spør kontaktpersonen din."},
+}
+
+
+# The roles a member registry gives, in words a person reads.
+ROLES = {
+    "peer_mentor": {"en": "peer mentor", "nb": "likeperson"},
+    "coordinator": {"en": "coordinator", "nb": "koordinator"},
 }
 
 
@@ -42,8 +51,9 @@ def home_line(session, lang):
     claims = session.get("claims") or {}
     line = TEXT[lang]["hello"] % (claims.get("name") or session.get("account", "?"))
     org = claims.get("org_name") or claims.get("org")
-    roles = claims.get("roles") or claims.get("role")
-    role = ", ".join(roles) if isinstance(roles, list) else roles
+    roles = claims.get("roles") or claims.get("role") or []
+    roles = roles if isinstance(roles, list) else [roles]
+    role = ", ".join(ROLES.get(r, {}).get(lang, r) for r in roles)
     if org or role:
         line += " — " + ", ".join(x for x in (org, role) if x)
     return line
@@ -56,9 +66,12 @@ class App(Gtk.Window):
         self.account, self.socket_path = account, socket_path
         self.set_default_size(520, 160)
         box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=12, margin=24)
+        # A label's accessible name is its text: a screen reader reads the home line itself,
+        # and it is announced when it changes (a live region, as AT-SPI's "status").
         self.label = Gtk.Label(label=TEXT[self.lang]["waiting"], wrap=True, xalign=0)
-        self.label.get_accessible().set_name(TEXT[self.lang]["title"])
-        self.button = Gtk.Button(label=TEXT[self.lang]["again"], no_show_all=True)
+        self.label.get_accessible().set_role(Atk.Role.STATUSBAR)
+        # Alt+T / Alt+P as well as Tab and Enter.
+        self.button = Gtk.Button(label=TEXT[self.lang]["again"], use_underline=True, no_show_all=True)
         self.button.connect("clicked", lambda _b: self.fetch())
         box.pack_start(self.label, True, True, 0)
         box.pack_start(self.button, False, False, 0)
@@ -78,14 +91,20 @@ class App(Gtk.Window):
                 vault.hello("aktivitetslogg", lang=self.lang, prompter="vault")
                 session = vault.session(self.account)
             GLib.idle_add(self.show, home_line(session, self.lang), True)
-        except (VaultError, VaultConnectionError) as e:
-            GLib.idle_add(self.show, e.message or getattr(e, "code", ""), False)
+        except VaultConnectionError:
+            # Said by the client library in English only: the app says it in the person's language.
+            GLib.idle_add(self.show, TEXT[self.lang]["unreachable"], False)
+        except VaultError as e:
+            # vaultd's sentence, already in the language the hello named.
+            GLib.idle_add(self.show, e.message or e.code, False)
 
     def show(self, text, ok):
         self.label.set_text(text)
         print(text, flush=True)  # for scripts/demo and tests
         if not ok:
+            # Keyboard first: Enter or Space on the focused button asks again.
             self.button.show()
+            self.button.grab_focus()
         return False
 
 

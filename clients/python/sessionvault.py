@@ -18,11 +18,13 @@ Usage (an app asking for its session)::
         # e.code == "locked"; e.extra["factors"] lists what unlocks it
 """
 
+import collections
 import itertools
 import json
 import os
 import socket
 import struct
+import time
 
 __all__ = ["VaultClient", "VaultError", "VaultConnectionError", "default_socket_path", "display_fields", "PROTOCOL_VERSION"]
 
@@ -100,6 +102,7 @@ class VaultClient:
         self._ids = itertools.count(1)
         self._responses = {}  # id -> [response, ...] not yet collected
         self._answer_ids = set()  # ids of our own `answer` requests (their ok replies are dropped)
+        self._events = collections.deque()  # vault events (after `watch`) read while waiting for an answer
         self._closed = False
         if connect:
             self.connect()
@@ -227,6 +230,52 @@ class VaultClient:
             fields["all"] = True
         return self.call("logout", **fields)
 
+    # -- events -------------------------------------------------------------
+
+    def watch(self):
+        """Ask for vault events on this connection; returns ``{"watching": True, "locked": ...}``.
+
+        From then on ``events()`` yields each event as a dict: ``kind`` is
+        ``locked`` (with ``reason``), ``unlocked``, ``session_expired``,
+        ``logged_out`` or ``grant_revoked`` (with ``account``), or ``resync``
+        (events were missed: call ``status()``). See docs/protocol.md, "Events".
+        """
+        return self.call("watch")
+
+    def events(self, timeout=None):
+        """Yield vault events as they come (after ``watch``), blocking between them.
+
+        ``timeout``: stop (return) after that many seconds without an event;
+        None waits forever. Answers to requests sent meanwhile are kept for ``wait``.
+        """
+        while True:
+            event = self.next_event(timeout)
+            if event is None:
+                return
+            yield event
+
+    def next_event(self, timeout=None):
+        """The next vault event, or None after ``timeout`` seconds without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._events:
+            if self._sock is None:
+                raise VaultConnectionError("Not connected to SessionVault.")
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if left == 0.0 and self._buffer.find(b"\n") < 0:
+                return None
+            self._sock.settimeout(left)
+            try:
+                frame = self.receive()
+            except VaultConnectionError:
+                if deadline is not None and time.monotonic() >= deadline and not self._closed:
+                    return None
+                raise
+            finally:
+                if self._sock is not None:
+                    self._sock.settimeout(self.timeout)
+            self._route(frame)
+        return self._events.popleft()
+
     # -- low level ----------------------------------------------------------
 
     def send_line(self, line):
@@ -274,22 +323,28 @@ class VaultClient:
                 if not queued:
                     del self._responses[request_id]
                 return response
-            frame = self.receive()
-            if not isinstance(frame, dict):
-                continue
-            if frame.get("event") == "prompt":
-                self._handle_prompt(frame.get("prompt") or {})
-                continue
-            frame_id = frame.get("id")
-            if frame_id is not None and frame_id in self._answer_ids:
-                self._answer_ids.discard(frame_id)
-                if frame.get("ok") is not True:
-                    # vaultd refused our answer (e.g. the question timed out): say so
-                    # now instead of waiting for a request that cannot finish.
-                    self._unwrap(frame)
-                continue
-            # JSON ids are integers or strings; kept as such (1 and "1" differ).
-            self._responses.setdefault(frame_id, []).append(frame)
+            self._route(self.receive())
+
+    def _route(self, frame):
+        """Files one frame: a prompt is answered, an event queued, an answer kept for its request."""
+        if not isinstance(frame, dict):
+            return
+        if frame.get("event") == "prompt":
+            self._handle_prompt(frame.get("prompt") or {})
+            return
+        if frame.get("event") == "vault":
+            self._events.append(frame)
+            return
+        frame_id = frame.get("id")
+        if frame_id is not None and frame_id in self._answer_ids:
+            self._answer_ids.discard(frame_id)
+            if frame.get("ok") is not True:
+                # vaultd refused our answer (e.g. the question timed out): say so
+                # now instead of waiting for a request that cannot finish.
+                self._unwrap(frame)
+            return
+        # JSON ids are integers or strings; kept as such (1 and "1" differ).
+        self._responses.setdefault(frame_id, []).append(frame)
 
     def _handle_prompt(self, prompt):
         kind = prompt.get("kind")

@@ -173,13 +173,13 @@ _vaultctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    status|login|token|factors|lock|unlock|enroll|disable|reenroll|reset|import|sessions|logout|context|sync|audit|help)
+    status|login|token|factors|lock|unlock|enroll|disable|reenroll|reset|import|sessions|logout|context|sync|audit|apps|help)
         # Offer subcommand argument completions
         "_vaultctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'status login token factors lock unlock enroll disable reenroll reset import sessions logout context sync audit help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'status login token factors lock unlock enroll disable reenroll reset import sessions logout context sync audit apps help' -- "${cur}"))
         ;;
     esac
 }
@@ -475,6 +475,59 @@ _vaultctl_audit() {
         return
         ;;
     '--limit')
+        return
+        ;;
+    esac
+}
+
+_vaultctl_apps() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __vaultctl_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    list|revoke)
+        # Offer subcommand argument completions
+        "_vaultctl_apps_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'list revoke' -- "${cur}"))
+        ;;
+    esac
+}
+
+_vaultctl_apps_list() {
+    repeating_flags=()
+    non_repeating_flags=(--non-interactive --json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __vaultctl_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
+        return
+        ;;
+    esac
+}
+
+_vaultctl_apps_revoke() {
+    repeating_flags=()
+    non_repeating_flags=(--non-interactive --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--socket)
+    __vaultctl_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--socket')
         return
         ;;
     esac

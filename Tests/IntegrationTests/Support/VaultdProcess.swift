@@ -86,7 +86,13 @@ final class VaultdProcess {
                                                     attributes: [.posixPermissions: 0o700])
         }
         if let config {
-            try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+            // Most of these tests use two programs as one person's tools: the
+            // test runner imports and vaultctl reads (or the other way round).
+            // The per-app rule would ask about vaultctl each time, so it is off
+            // here unless a test sets `per_app` itself; AppGrantTests and
+            // Tests/python/test_app_grants.py test the rule with it on.
+            let perApp = config.contains("per_app") ? "" : "per_app = false\n"
+            try (perApp + config).write(toFile: configPath, atomically: true, encoding: .utf8)
         }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
     }

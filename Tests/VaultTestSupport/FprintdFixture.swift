@@ -1,29 +1,20 @@
 import Foundation
-import VaultTestSupport
-import XCTest
 
 /// The real fprintd on a private system bus, for one test: started by
 /// Tests/fprintd/fprintd-ctl (which also drives it), stopped and removed by
 /// `down()`. This process's DBUS_SYSTEM_BUS_ADDRESS points at the private bus
 /// meanwhile, which is how GIO (and so FprintdReader, and a vaultd started with
 /// this environment) finds it.
-///
-/// (One file, linked into both the FingerprintFactorTests and IntegrationTests targets.)
-final class FprintdFixture: @unchecked Sendable {
+public final class FprintdFixture: @unchecked Sendable {
     static let python = "/usr/bin/python3"
-    /// Tests/fprintd/fprintd-ctl, found from this file (linked into two test targets).
-    static let script: String = {
-        let file = "\(#filePath)"
-        guard let tests = file.range(of: "/Tests/", options: .backwards) else { return "Tests/fprintd/fprintd-ctl" }
-        return file[..<tests.lowerBound] + "/Tests/fprintd/fprintd-ctl"
-    }()
+    static let script = repositoryRoot + "/Tests/fprintd/fprintd-ctl"
 
     /// Short, because the bus and device sockets live in it (108-byte socket paths).
-    let root: String
-    let address: String
-    var deviceSocket: String { root + "/vdev.sock" }
+    public let root: String
+    public let address: String
+    public var deviceSocket: String { root + "/vdev.sock" }
 
-    init() throws {
+    public init() throws {
         let fprintd = ProcessInfo.processInfo.environment["FPRINTD_BIN"] ?? "/usr/libexec/fprintd"
         let missing = [
             FileManager.default.isExecutableFile(atPath: fprintd) ? nil : "fprintd (\(fprintd))",
@@ -45,7 +36,7 @@ final class FprintdFixture: @unchecked Sendable {
     }
 
     /// Stops fprintd, the polkit mock and the bus, and removes their directory.
-    func down() {
+    public func down() {
         _ = Self.run(Self.python, [Self.script, root, "down"])
         unsetenv("DBUS_SYSTEM_BUS_ADDRESS")
         try? FileManager.default.removeItem(atPath: root)
@@ -53,7 +44,7 @@ final class FprintdFixture: @unchecked Sendable {
 
     /// Runs one fprintd-ctl command; its stdout.
     @discardableResult
-    func ctl(_ args: [String]) throws -> String {
+    public func ctl(_ args: [String]) throws -> String {
         let out = Self.run(Self.python, [Self.script, root] + args)
         guard out.status == 0 else { throw FixtureError("fprintd-ctl \(args.joined(separator: " ")): \(out.stderr)\n\(Self.logs(root))") }
         return out.stdout
@@ -61,12 +52,12 @@ final class FprintdFixture: @unchecked Sendable {
 
     /// Removes the virtual device's socket file, which stays behind after a
     /// release: a new one then means that a client has claimed the device.
-    func forgetSocket() {
+    public func forgetSocket() {
         unlink(deviceSocket)
     }
 
     /// Waits until a client has claimed the device (after `forgetSocket()`).
-    func waitUntilClaimed(seconds: Double = 10) throws {
+    public func waitUntilClaimed(seconds: Double = 10) throws {
         let end = Date().addingTimeInterval(seconds)
         while !FileManager.default.fileExists(atPath: deviceSocket) {
             guard Date() < end else { throw FixtureError("nobody claimed the fingerprint device") }
@@ -75,7 +66,7 @@ final class FprintdFixture: @unchecked Sendable {
     }
 
     /// Another program holding the device (as a login screen or fprintd-verify would).
-    func hold() throws -> Holder {
+    public func hold() throws -> Holder {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.python)
         p.arguments = [Self.script, root, "hold"]
@@ -92,12 +83,12 @@ final class FprintdFixture: @unchecked Sendable {
     }
 
     /// Fails unless the device is free (nobody forgot to release it).
-    func assertClaimable(file: StaticString = #filePath, line: UInt = #line) throws {
+    public func assertClaimable(file: StaticString = #filePath, line: UInt = #line) throws {
         let holder = try hold()
         holder.release()
     }
 
-    final class Holder {
+    public final class Holder {
         let process: Process
         let input: Pipe
         init(process: Process, input: Pipe) {
@@ -105,41 +96,35 @@ final class FprintdFixture: @unchecked Sendable {
             self.input = input
         }
         /// Closes its stdin: it releases the device and exits.
-        func release() {
+        public func release() {
             try? input.fileHandleForWriting.close()
             process.waitUntilExit()
         }
     }
 
-    struct FixtureError: Error, CustomStringConvertible {
-        var description: String
+    public struct FixtureError: Error, CustomStringConvertible {
+        public var description: String
         init(_ description: String) { self.description = description }
     }
 
-    static func logs(_ root: String) -> String {
+    public static func logs(_ root: String) -> String {
         ["fprintd", "polkit", "bus"].map { name in
             let text = (try? String(contentsOfFile: "\(root)/\(name).log", encoding: .utf8)) ?? ""
             return "--- \(name).log (tail)\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
         }.joined(separator: "\n")
     }
 
-    static func onPath(_ tool: String) -> Bool {
+    public static func onPath(_ tool: String) -> Bool {
         (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
             .contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(tool)") }
     }
 
     static func run(_ exe: String, _ args: [String]) -> (status: Int32, stdout: String, stderr: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        do { try p.run() } catch { return (-1, "", "\(error)") }
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        do {
+            let r = try runCommand([exe] + args, timeout: 60)
+            return (r.status, r.stdout, r.stderr)
+        } catch {
+            return (-1, "", "\(error)")
+        }
     }
 }

@@ -1,0 +1,149 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which app a client process is, read once per connection from its pid
+/// (docs/threat-model.md, "Apps and their grants"). Grants are kept per
+/// identity; dialogs and `vaultctl apps` show it.
+///
+/// In order of trust:
+/// - `flatpak`: `[Application] name` in `/proc/PID/root/.flatpak-info`, a
+///   file the sandboxed app cannot write;
+/// - `snap`: the `snap.NAME.…` cgroup snapd put it in;
+/// - `desktop`: the systemd scope or service the desktop started it in
+///   (`app-gnome-NAME-PID.scope`, `app-flatpak-ID-PID.scope`, `app-NAME@RANDOM.service`);
+///   everything that app starts (a terminal's shells) shares it;
+/// - `executable`: only the path of `/proc/PID/exe`, *unverified*: any
+///   process of the same user can run that program, or pretend to be it.
+public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, CaseIterable {
+        case flatpak
+        case snap
+        case desktop
+        case executable
+    }
+
+    public var kind: Kind
+    public var name: String
+
+    public init(kind: Kind, name: String) {
+        self.kind = kind
+        self.name = name
+    }
+
+    /// Whether something other than the process itself vouches for the name.
+    public var verified: Bool { kind != .executable }
+
+    /// The grant key: kind and name, so a Flatpak id and an executable path never collide.
+    public var key: String { "\(kind.rawValue):\(name)" }
+
+    public var description: String { key }
+
+    /// A short name for a dialog: the app id, or the executable's file name.
+    public var shortName: String {
+        guard kind == .executable, let last = name.split(separator: "/").last else { return name }
+        // A replaced binary shows as “name (deleted)”.
+        return String(last.hasSuffix(" (deleted)") ? last.dropLast(10) : last)
+    }
+
+    /// The peer `pid`'s identity under `procRoot`; nil when nothing can be
+    /// read (the process is gone).
+    public static func of(pid: Int32, procRoot: String = "/proc") -> AppIdentity? {
+        guard pid > 0 else { return nil }
+        let base = "\(procRoot)/\(pid)"
+        if let info = read("\(base)/root/.flatpak-info"), let id = flatpakAppID(info) {
+            return AppIdentity(kind: .flatpak, name: id)
+        }
+        if let cgroup = read("\(base)/cgroup"), let found = fromCgroup(cgroup) {
+            return found
+        }
+        return executable(at: "\(base)/exe").map { AppIdentity(kind: .executable, name: $0) }
+    }
+
+    /// The target of an `exe` link (a fixture may make it a plain link to any path).
+    static func executable(at link: String) -> String? {
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink(link, &buf, buf.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// A small file's text, or nil (at most 64 KiB: these files are tiny).
+    static func read(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.read(upToCount: 65_536) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// `name=` in the `[Application]` group of a .flatpak-info key file.
+    public static func flatpakAppID(_ info: String) -> String? {
+        var group = ""
+        for raw in info.split(whereSeparator: \.isNewline) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") { group = line; continue }
+            if group == "[Application]", line.hasPrefix("name=") {
+                let id = String(line.dropFirst(5)).trimmingCharacters(in: .whitespaces)
+                return plausibleID(id) ? id : nil
+            }
+        }
+        return nil
+    }
+
+    /// App ids are reverse-DNS-like names; anything else (a newline, a quote,
+    /// a path) is not shown in a dialog or kept as a grant.
+    static func plausibleID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 255
+            && id.unicodeScalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || "._-+".unicodeScalars.contains($0) }
+    }
+
+    /// A Snap or a desktop-started app, from `/proc/PID/cgroup`: the unified
+    /// hierarchy's line (`0::PATH`) first, then systemd's v1 line.
+    static func fromCgroup(_ text: String) -> AppIdentity? {
+        var paths: [Substring] = []
+        for line in text.split(whereSeparator: \.isNewline) {
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            if fields[0] == "0" && fields[1].isEmpty { paths.insert(fields[2], at: 0) }
+            else if fields[1] == "name=systemd" { paths.append(fields[2]) }
+        }
+        for path in paths {
+            // The innermost unit names the app; slices above it (app.slice) do not.
+            for unit in path.split(separator: "/").reversed() {
+                if let found = fromUnit(String(unit)) { return found }
+            }
+        }
+        return nil
+    }
+
+    /// `snap.NAME.APP…` → snap NAME; `app-[LAUNCHER-]ID-RANDOM.scope` and
+    /// `app-[LAUNCHER-]ID[@RANDOM].service` (systemd's desktop-environment
+    /// naming) → desktop ID, where ID has its dashes escaped as `\x2d`.
+    static func fromUnit(_ unit: String) -> AppIdentity? {
+        if unit.hasPrefix("snap.") {
+            let parts = unit.split(separator: ".")
+            guard parts.count >= 3, plausibleID(String(parts[1])) else { return nil }
+            return AppIdentity(kind: .snap, name: String(parts[1]))
+        }
+        guard unit.hasPrefix("app-") else { return nil }
+        var rest: Substring
+        if unit.hasSuffix(".scope") {
+            rest = unit.dropFirst(4).dropLast(6)
+            // A scope always ends in a random or pid part.
+            guard let dash = rest.lastIndex(of: "-") else { return nil }
+            rest = rest[..<dash]
+        } else if unit.hasSuffix(".service") {
+            rest = unit.dropFirst(4).dropLast(8)
+            if let at = rest.firstIndex(of: "@") { rest = rest[..<at] }
+        } else {
+            return nil
+        }
+        // What is left is ID or LAUNCHER-ID; the ID's own dashes are escaped.
+        let parts = rest.split(separator: "-", omittingEmptySubsequences: false)
+        guard let last = parts.last, parts.count <= 2 else { return nil }
+        let id = last.replacingOccurrences(of: "\\x2d", with: "-")
+        guard plausibleID(id) else { return nil }
+        return AppIdentity(kind: .desktop, name: id)
+    }
+}

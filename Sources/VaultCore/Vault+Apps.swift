@@ -1,0 +1,171 @@
+import Foundation
+import VaultFactor
+import VaultProtocol
+
+/// Each session goes only to the apps the person allowed (docs/threat-model.md,
+/// "Apps and their grants"): the app that logs in or imports an account is
+/// granted it; another app is asked about in vaultd's own dialog, never in a
+/// prompt relayed to the asking app (which could answer it itself).
+extension Vault {
+    /// The audit detail naming an app.
+    public nonisolated static func appDetail(_ app: AppIdentity?, account: String) -> [String: JSON] {
+        var d: [String: JSON] = ["account": .string(account)]
+        if let app {
+            d["app_kind"] = .string(app.kind.rawValue)
+            d["app"] = .string(app.name)
+        }
+        return d
+    }
+
+    /// Grants the app behind `requester` the account it just logged in to or imported.
+    func grantOnCreate(_ account: String, requester: Requester, reason: String) {
+        guard config.perApp, requester.pid > 0, let app = requester.app else { return }
+        guard !grants.allows(app, account: account) else {
+            grants.used(app, account: account, now: Int64(now()))
+            return
+        }
+        var detail = Vault.appDetail(app, account: account)
+        detail["reason"] = .string(reason)
+        let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
+        do {
+            try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
+            audit.written(entry)
+        } catch {
+            // The session is stored; the app is asked next time instead.
+            logger.error("granting the app its own account failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Throws `app_not_allowed` unless the asking app may use `account`,
+    /// asking the person when a trusted dialog can.
+    func checkGrant(account: String, meta: SessionMeta, conversation: any ClientConversation) async throws(VaultFailure) {
+        guard config.perApp else { return }
+        let requester = conversation.requester
+        // vaultd's own calls (tests, the broker itself) have no peer.
+        guard requester.pid > 0 else { return }
+        guard let app = requester.app else {
+            audit.record("grant", outcome: "unknown_app", detail: Vault.appDetail(nil, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(nil))
+        }
+        if grants.allows(app, account: account) {
+            grants.used(app, account: account, now: Int64(now()))
+            return
+        }
+        let question = GrantQuestion(app: app, account: account,
+                                     provider: Vault.providerName(meta, providers.provider(for: meta)),
+                                     allowed: grants.apps(for: account).map(\.shortName))
+        let refused = VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
+        let detail = Vault.appDetail(app, account: account)
+        let answer: GrantAnswer
+        do {
+            answer = try await conversation.askGrant(question)
+        } catch {
+            switch error {
+            case .cancelled:
+                answer = .deny
+            case .timeout:
+                audit.record("grant", outcome: "timeout", detail: detail, requester: requester)
+                throw VaultFailure(.timeout)
+            default:
+                audit.record("grant", outcome: "no_dialog", detail: detail, requester: requester)
+                throw refused
+            }
+        }
+        switch answer {
+        case .allow:
+            // Granted by another request while this dialog was open: nothing to write.
+            guard !grants.allows(app, account: account) else { return }
+            let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
+            try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
+            audit.written(entry)
+        case .once:
+            audit.record("grant", outcome: "once", detail: detail, requester: requester)
+        case .deny:
+            audit.record("grant", outcome: "deny", detail: detail, requester: requester)
+            throw refused
+        }
+    }
+
+    /// Whether grants are checked (`per_app`).
+    public var perApp: Bool { config.perApp }
+
+    /// The name a person knows the session's provider by: the well-known
+    /// ones' (an imported session's provider is named after its issuer), else
+    /// the configured provider's, else its id.
+    nonisolated static func providerName(_ meta: SessionMeta, _ provider: (any IdentityProvider)?) -> String {
+        if let known = ["bankid": "BankID", "vipps": "Vipps", "idporten": "ID-porten"][meta.provider] { return known }
+        return provider?.displayName ?? meta.provider
+    }
+
+    /// The grants `requester` may see, for `vaultctl apps`: every grant, but
+    /// a sandboxed app (Flatpak, Snap) sees only its own, and can take back only its own.
+    public func appGrants(visibleTo requester: Requester? = nil) -> [AppGrant] {
+        grants.all.filter { Vault.mayManage($0, requester) }
+    }
+
+    nonisolated static func mayManage(_ grant: AppGrant, _ requester: Requester?) -> Bool {
+        guard let app = sandboxedApp(requester) else { return true }
+        return grant.app == app
+    }
+
+    /// The app behind `requester` when a sandbox vouches for it (Flatpak,
+    /// Snap): such an app sees, logs out and manages only what it is granted.
+    /// Unsandboxed callers see everything, since they could run vaultctl
+    /// anyway (docs/threat-model.md, "Apps and their grants").
+    nonisolated static func sandboxedApp(_ requester: Requester?) -> AppIdentity? {
+        guard let app = requester?.app, app.kind == .flatpak || app.kind == .snap else { return nil }
+        return app
+    }
+
+    /// Whether `requester` may see `account` in `status` and `sessions`, log it
+    /// out or change its organization: no for a sandboxed app not granted it,
+    /// which is told `no_session`, as if the account were not there.
+    func mayView(_ account: String, _ requester: Requester) -> Bool {
+        guard config.perApp, let app = Vault.sandboxedApp(requester) else { return true }
+        return grants.allows(app, account: account)
+    }
+
+    /// The accounts `requester` may see; nil when that is all of them.
+    func visibleAccounts(_ requester: Requester) -> Set<String>? {
+        guard config.perApp, Vault.sandboxedApp(requester) != nil else { return nil }
+        return Set(table.allEntries().values.map(\.meta.account).filter { mayView($0, requester) })
+    }
+
+    /// Takes back every grant of the app named `name` (its name, or KIND:NAME);
+    /// returns the grants removed.
+    public func revokeApp(_ name: String, requester: Requester) throws(VaultFailure) -> [AppGrant] {
+        let matches: (AppGrant) -> Bool = {
+            ($0.app.name == name || $0.app.key == name || $0.app.shortName == name) && Vault.mayManage($0, requester)
+        }
+        let doomed = grants.all.filter(matches)
+        guard let first = doomed.first else { throw .badRequest(Messages.noSuchApp(String(name.prefix(256)))) }
+        let entry = audit.entry("grant", outcome: "revoked", detail: [
+            "app_kind": .string(first.app.kind.rawValue), "app": .string(first.app.name),
+            "accounts": .array(doomed.map { .string($0.account) }),
+        ], requester: requester)
+        let removed = try grants.remove(where: matches, auditing: entry)
+        audit.written(entry)
+        for grant in removed { events.emit(.grantRevoked(account: grant.account, app: grant.app.key)) }
+        return removed
+    }
+
+    /// Tells the event feed which apps may hear about which account (nil: any
+    /// app, when grants are not checked).
+    func publishAudience() {
+        events.setAudience(Vault.audience(grants, perApp: config.perApp))
+    }
+
+    nonisolated static func audience(_ grants: AppGrants, perApp: Bool) -> [String: Set<String>]? {
+        guard perApp else { return nil }
+        return grants.all.reduce(into: [:]) { $0[$1.account, default: []].insert($1.app.key) }
+    }
+
+    /// Forgets the grants of accounts that are gone (logout): a new login grants anew.
+    func dropGrants(accounts: Set<String>?) {
+        do {
+            _ = try grants.remove(where: { accounts?.contains($0.account) ?? true }, auditing: nil)
+        } catch {
+            logger.warning("the grants of a logged-out account could not be removed", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,1 +1,0 @@
-../../FingerprintFactorTests/FprintdFixture.swift

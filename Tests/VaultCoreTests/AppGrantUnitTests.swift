@@ -1,0 +1,118 @@
+import Foundation
+import Locking
+import SodiumKit
+import VaultFactor
+import VaultProtocol
+import XCTest
+@testable import VaultCore
+@testable import VaultStore
+
+/// The grant rule in the broker, with a conversation that answers the grant
+/// question from a script (the real dialog is tested with pinentry in
+/// Tests/python/test_app_grants.py).
+final class AppGrantUnitTests: XCTestCase {
+    /// An app that answers grant questions from `answers` (nil: no dialog available).
+    final class App: ClientConversation, Sendable {
+        let language: Language = .en
+        var isInteractive: Bool { true }
+        let requester: Requester
+        let answers: Locked<[GrantAnswer?]>
+        let asked = Locked<[GrantQuestion]>([])
+
+        init(_ name: String, kind: AppIdentity.Kind = .flatpak, answers: [GrantAnswer?] = []) {
+            requester = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: kind, name: name))
+            self.answers = Locked(answers)
+        }
+        func show(_ message: LocalizedText) async {}
+        func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { throw .notInteractive }
+        func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
+        func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer {
+            asked.withLock { $0.append(question) }
+            let next = answers.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+            guard let next else { throw .notInteractive }
+            return next
+        }
+    }
+
+    func code(_ body: () async throws -> Void) async -> ErrorCode? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return (error as? VaultFailure)?.code
+        }
+    }
+
+    func testTheImporterIsGrantedOthersAreAskedAndOnlyAllowIsRemembered() async throws {
+        let fx = try Fixture()
+        defer { fx.cleanup() }
+        let vault = try fx.vault([])
+        let owner = App("org.example.Aktivitetslogg")
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: owner)
+        _ = try await vault.release(account: "kari", conversation: owner)
+        XCTAssertTrue(owner.asked.withLock { $0 }.isEmpty)
+
+        let other = App("org.example.Timeliste", answers: [.deny, .once, nil, .allow])
+        let deny = await code { _ = try await vault.release(account: "kari", conversation: other) }
+        XCTAssertEqual(deny, .appNotAllowed)
+        _ = try await vault.release(account: "kari", conversation: other)          // only this time
+        let again = await code { _ = try await vault.release(account: "kari", conversation: other) }
+        XCTAssertEqual(again, .appNotAllowed, "Only this time is not remembered; no dialog → refused")
+        _ = try await vault.release(account: "kari", conversation: other)          // allow
+        _ = try await vault.release(account: "kari", conversation: other)          // remembered: not asked
+        let questions = other.asked.withLock { $0 }
+        XCTAssertEqual(questions.count, 4)
+        XCTAssertEqual(questions.first?.allowed, ["org.example.Aktivitetslogg"])
+        XCTAssertEqual(questions.first?.provider, "generic", "an imported session without a provider id")
+
+        // Sealed in the store: a restart keeps them.
+        let reopened = try fx.reopened([])
+        let kept = await reopened.appGrants().map { "\($0.app.key) \($0.account)" }
+        XCTAssertEqual(kept, ["flatpak:org.example.Aktivitetslogg kari", "flatpak:org.example.Timeliste kari"])
+        // Revoked: asked again.
+        // Another sandboxed app cannot take it back; vaultctl (unsandboxed) can.
+        let notYours = await code { _ = try await reopened.revokeApp("org.example.Timeliste", requester: owner.requester) }
+        XCTAssertEqual(notYours, .badRequest)
+        let vaultctl = Requester(pid: 7, uid: 0, app: AppIdentity(kind: .executable, name: "/usr/bin/vaultctl"))
+        let removed = try await reopened.revokeApp("org.example.Timeliste", requester: vaultctl)
+        XCTAssertEqual(removed.map(\.account), ["kari"])
+        let asked = App("org.example.Timeliste")
+        let refused = await code { _ = try await reopened.release(account: "kari", conversation: asked) }
+        XCTAssertEqual(refused, .appNotAllowed)
+        XCTAssertEqual(asked.asked.withLock { $0.count }, 1)
+        let outcomes = try reopened.audit.entries().filter { $0.event == "grant" }.map(\.outcome)
+        XCTAssertEqual(outcomes, ["allow", "deny", "once", "no_dialog", "allow", "revoked", "no_dialog"])
+    }
+
+    func testAGrantRowCopiedToAnotherIdOrEditedGrantsNothing() async throws {
+        let fx = try Fixture()
+        defer { fx.cleanup() }
+        let vault = try fx.vault([])
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("org.example.A"))
+        _ = try await vault.importSession(importRequest(account: "ola", token: "T2"), conversation: App("org.example.B"))
+        let rows = try fx.store.grants()
+        XCTAssertEqual(rows.count, 2)
+        // B's row put under A's id, and A's row with one byte flipped: neither opens.
+        var flipped = rows[0]
+        flipped.sealed[flipped.sealed.count - 1] ^= 1
+        try fx.store.updateGrants(put: [GrantRow(id: rows[0].id, sealed: rows[1].sealed, updatedAt: 0),
+                                        GrantRow(id: rows[1].id, sealed: flipped.sealed, updatedAt: 0)], delete: [])
+        let left = await (try fx.reopened([])).appGrants()
+        XCTAssertTrue(left.isEmpty, "\(left)")
+        // And the names are not in the file in the clear.
+        let file = try Data(contentsOf: URL(fileURLWithPath: fx.dir + "/vault.sqlite"))
+        XCTAssertNil(file.range(of: Data("org.example.A".utf8)))
+    }
+
+    func testPerAppOffAndVaultdsOwnCallsAreNotChecked() async throws {
+        let fx = try Fixture()
+        defer { fx.cleanup() }
+        let vault = try fx.vault([], config: VaultConfig(idleTimeout: 0, perApp: false))
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("org.example.A"))
+        _ = try await vault.release(account: "kari", conversation: App("org.example.B"))
+        let inProcess = try fx.vault([])
+        _ = try await inProcess.release(account: "kari", conversation: SilentConversation())
+        let grants = await vault.appGrants()
+        XCTAssertTrue(grants.isEmpty, "per_app = false writes no grants")
+    }
+}

@@ -1,0 +1,303 @@
+"""Each session only to the apps allowed it, tested as it would be attacked:
+the Python client runs inside bubblewrap sandboxes whose /.flatpak-info names
+an app, the way Flatpak starts apps; vaultd must see that id, grant the app that
+imports, ask (through its own scripted pinentry) for any other, and remember
+only what the person chose.
+
+Run from the repository root (needs bwrap, Debian package bubblewrap):
+    python3 -m unittest discover -s Tests/python -p 'test_app_grants.py' -v
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import unittest
+
+from test_client import CLIENT_DIR, VAULTCTL, FakePinentryTestCase, cannot_run_here
+
+
+BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
+APP = "org.example.Aktivitetslogg"
+OTHER = "org.example.Timeliste"
+
+# Runs inside the sandbox: one connection, one op, one JSON line out.
+SANDBOXED_APP = r"""
+import json, sys
+sys.path.insert(0, "/client")
+from sessionvault import VaultClient, VaultError
+sock, op, account, lang, prompter = sys.argv[1:6]
+try:
+    with VaultClient(sock, timeout=30) as c:
+        c.hello("sandboxed", lang=lang, prompter=prompter or None)
+        if op == "import":
+            r = c.call("import", issuer="https://login.example.org", client_id="pytest-client", account=account,
+                       name="Kari Nordmann", refresh_token="RT-sandbox-secret", access_token="AT-" + account,
+                       expires_at=4102444800, provider="bankid")
+        elif op == "apps":
+            r = c.call("apps")
+        elif op == "revoke":
+            r = c.call("revoke_app", app=account)
+        elif op in ("status", "sessions"):
+            r = c.call(op)
+        elif op == "logout":
+            r = c.call("logout", account=account)
+        elif op == "logout_all":
+            r = c.call("logout", all=True)
+        else:
+            r = c.session(account or None)
+    print(json.dumps({"ok": r}))
+except VaultError as e:
+    print(json.dumps({"error": e.code, "message": e.message}))
+"""
+
+# Runs inside the sandbox: watches, says "ready", prints each event as a JSON
+# line until its stdin closes (the test's way of stopping it).
+SANDBOXED_WATCHER = r"""
+import json, os, select, sys
+sys.path.insert(0, "/client")
+from sessionvault import VaultClient
+with VaultClient(sys.argv[1], timeout=30) as c:
+    c.hello("sandboxed-watcher")
+    c.watch()
+    print("ready", flush=True)
+    while True:
+        event = c.next_event(0.05)
+        if event is not None:
+            print(json.dumps(event), flush=True)
+        if select.select([sys.stdin], [], [], 0)[0] and not os.read(0, 1):
+            break
+"""
+
+
+class TestAppGrants(FakePinentryTestCase):
+    """Flatpak-like sandboxes (bubblewrap) and the grant dialog (scripted pinentry)."""
+
+    PINENTRY_CONFIG = "prompt_timeout = 10\n"
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(BWRAP, os.X_OK):
+            raise cannot_run_here("bwrap not found (apt-get install bubblewrap)")
+        if not os.access(VAULTCTL, os.X_OK):
+            raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
+        super().setUpClass()
+
+    def dialogs(self):
+        """The grant dialogs shown so far: each one's SETDESC and button lines."""
+        try:
+            with open(self.fake_log) as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return []
+        shown, current = [], None
+        for line in lines:
+            if line.startswith("START"):
+                current = []
+                shown.append(current)
+            elif current is not None:
+                current.append(line)
+        return shown
+
+    def sandbox_command(self, app_id, *program):
+        """bwrap around `program`, with a /.flatpak-info naming app_id, the client and vaultd's socket."""
+        info = os.path.join(self.fake_dir, "flatpak-info-" + app_id)
+        with open(info, "w") as f:
+            f.write("[Application]\nname=%s\nruntime=runtime/org.gnome.Platform/x86_64/46\n" % app_id)
+        run_dir = os.path.dirname(self.vaultd.socket)
+        cmd = [BWRAP, "--die-with-parent", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+               "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+               "--ro-bind", info, "/.flatpak-info", "--ro-bind", CLIENT_DIR, "/client", "--bind", run_dir, run_dir,
+               "--proc", "/proc", "--dev", "/dev", *program]
+        return cmd
+
+    def sandboxed(self, app_id, op, account="kari", lang="en", prompter="vault"):
+        """Runs the Python client in a bubblewrap sandbox whose /.flatpak-info names app_id."""
+        cmd = self.sandbox_command(app_id, "/usr/bin/python3", "-c", SANDBOXED_APP, self.vaultd.socket, op, account,
+                                   lang, prompter)
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def vaultctl(self, *args):
+        r = subprocess.run([VAULTCTL, *args, "--socket", self.vaultd.socket, "--non-interactive"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, LANG="C.UTF-8"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
+    def grants(self):
+        return {a["app"]: a for a in json.loads(self.vaultctl("apps", "--json"))["apps"]}
+
+    def audit(self):
+        with self.client() as c:
+            c.hello("pytest-audit")
+            return c.call("audit", limit=1000)["entries"]
+
+    def test_two_sandboxed_apps_each_get_only_what_the_person_allowed(self):
+        # The app that imports is granted: vaultd saw its Flatpak id through the sandbox.
+        base = len(self.dialogs())
+        self.script()
+        imported = self.sandboxed(APP, "import")
+        self.assertEqual(imported.get("ok", {}).get("account"), "kari", imported)
+        grants = self.grants()
+        self.assertEqual(grants[APP]["kind"], "flatpak")
+        self.assertTrue(grants[APP]["verified"])
+        self.assertIn("kari", grants[APP]["accounts"])
+        own = self.sandboxed(APP, "session")
+        self.assertEqual(own.get("ok", {}).get("access_token"), "AT-kari", own)
+        self.assertEqual(self.dialogs()[base:], [], "an app's own session needs no dialog")
+
+        # Another sandboxed app is asked about: Deny refuses it.
+        self.script("cancel")
+        denied = self.sandboxed(OTHER, "session")
+        self.assertEqual(denied.get("error"), "app_not_allowed", denied)
+        self.assertIn(OTHER, denied["message"])
+        dialog = self.dialogs()[-1]
+        self.assertIn("SETDESC Allow ‘%s’ to use your BankID session?%%0A%%0AAllowed now: %s." % (OTHER, APP), dialog)
+        for button in ("SETOK Allow", "SETNOTOK Only this time", "SETCANCEL Deny"):
+            self.assertIn(button, dialog)
+
+        # Only this time: this release, and the next one is asked again.
+        self.script("notok")
+        once = self.sandboxed(OTHER, "session")
+        self.assertEqual(once.get("ok", {}).get("access_token"), "AT-kari", once)
+        self.script("cancel")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
+        self.assertNotIn(OTHER, self.grants())
+
+        # Allow: remembered; no dialog the next time.
+        self.script("ok")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("ok", {}).get("access_token"), "AT-kari")
+        shown = len(self.dialogs())
+        self.script()
+        self.assertIn("ok", self.sandboxed(OTHER, "session"))
+        self.assertEqual(len(self.dialogs()), shown, "an allowed app is not asked again")
+        self.assertEqual(self.grants()[OTHER]["accounts"], ["kari"])
+
+        # Revoked: asked again (and refused on Deny); the first app keeps its grant.
+        self.assertIn("kari", self.vaultctl("apps", "revoke", OTHER))
+        self.assertNotIn(OTHER, self.grants())
+        self.script("cancel")
+        self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
+        self.assertEqual(len(self.dialogs()), shown + 1)
+        self.assertIn("ok", self.sandboxed(APP, "session"))
+
+        # A sandboxed app sees and takes back only its own grants.
+        self.script("ok")
+        self.assertIn("ok", self.sandboxed(OTHER, "session"))
+        seen = self.sandboxed(APP, "apps")["ok"]["apps"]
+        self.assertEqual([a["app"] for a in seen], [APP])
+        self.assertEqual(self.sandboxed(APP, "revoke", account=OTHER).get("error"), "bad_request")
+        self.assertIn(OTHER, self.grants())
+        self.assertIn("ok", self.sandboxed(OTHER, "revoke", account=OTHER))
+        self.assertNotIn(OTHER, self.grants())
+
+        # In bokmål, the dialog and the refusal.
+        self.script("cancel")
+        nb = self.sandboxed(OTHER, "session", lang="nb")
+        self.assertEqual(nb.get("error"), "app_not_allowed")
+        self.assertIn("har ikke lov til å bruke den innloggingen", nb["message"])
+        self.assertIn("SETOK Tillat", self.dialogs()[-1])
+        self.assertTrue(any(l.startswith("SETDESC Vil du la «%s» bruke BankID-økten din?" % OTHER) for l in self.dialogs()[-1]))
+
+        # Without a dialog (a client that did not let vaultd ask): refused with the sentence, no dialog.
+        shown = len(self.dialogs())
+        plain = self.sandboxed(OTHER, "session", prompter="")
+        self.assertEqual(plain.get("error"), "app_not_allowed", plain)
+        self.assertIn("SessionVault's own dialog", plain["message"])
+        self.assertEqual(len(self.dialogs()), shown)
+
+        # The audit log shows every decision, with the app's identity.
+        def kari(e):
+            return e["detail"].get("account") == "kari" or "kari" in e["detail"].get("accounts", [])
+        decisions = [(e["outcome"], e["detail"].get("app"), e["detail"].get("app_kind"))
+                     for e in self.audit() if e["event"] == "grant" and kari(e)]
+        self.assertEqual(decisions, [
+            ("allow", APP, "flatpak"),        # the import
+            ("deny", OTHER, "flatpak"), ("once", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
+            ("allow", OTHER, "flatpak"), ("revoked", OTHER, "flatpak"), ("deny", OTHER, "flatpak"),
+            ("allow", OTHER, "flatpak"), ("revoked", OTHER, "flatpak"),
+            ("deny", OTHER, "flatpak"), ("no_dialog", OTHER, "flatpak"),
+        ])
+        releases = {(e["detail"].get("app"), e["detail"].get("app_kind")) for e in self.audit() if e["event"] == "release" and kari(e)}
+        self.assertEqual(releases, {(APP, "flatpak"), (OTHER, "flatpak")})
+
+    def watcher(self, app_id):
+        """A sandboxed app watching vault events; its stdout yields them, one JSON line each."""
+        p = subprocess.Popen(self.sandbox_command(app_id, "/usr/bin/python3", "-c", SANDBOXED_WATCHER, self.vaultd.socket),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        self.addCleanup(p.wait, 10)
+        self.addCleanup(p.stdin.close)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        return p
+
+    @staticmethod
+    def heard(p):
+        """Stops a watcher (communicate closes its stdin); every event it heard."""
+        out, _ = p.communicate(timeout=10)
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def test_events_about_an_account_reach_only_the_apps_allowed_it(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="per"))
+        self.script("ok")
+        self.assertIn("ok", self.sandboxed(OTHER, "import", account="liv"))
+        own, other = self.watcher(APP), self.watcher(OTHER)
+        # OTHER is allowed APP's account too, then loses it again.
+        self.script("ok")
+        self.assertIn("ok", self.sandboxed(OTHER, "session", account="per"))
+        self.vaultctl("apps", "revoke", OTHER)
+        self.vaultctl("logout", "per")
+        self.vaultctl("logout", "liv")   # nobody is allowed it any more: nobody hears it
+        time.sleep(0.3)
+        self.assertEqual([(e["kind"], e.get("account")) for e in self.heard(own)], [("logged_out", "per")])
+        revoked = self.heard(other)
+        self.assertEqual(sorted((e["kind"], e.get("account"), e.get("app")) for e in revoked), [
+            ("grant_revoked", "liv", "flatpak:" + OTHER), ("grant_revoked", "per", "flatpak:" + OTHER)])
+
+    def test_a_sandboxed_app_sees_and_logs_out_only_its_own_accounts(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="eva"))
+        self.assertIn("ok", self.sandboxed(OTHER, "import", account="tor"))
+        listed = lambda app, op: sorted(a["account"] for a in self.sandboxed(app, op)["ok"][
+            "accounts" if op == "status" else "sessions"])
+        self.assertEqual(listed(APP, "status"), ["eva"])
+        self.assertEqual(listed(OTHER, "sessions"), ["tor"])
+        everyone = json.loads(self.vaultctl("status", "--json"))
+        self.assertEqual(sorted(a["account"] for a in everyone["accounts"]), ["eva", "tor"], "vaultctl sees all")
+        # No account named: its own, never "which one?" with the other's name.
+        self.assertEqual(self.sandboxed(OTHER, "session", account="").get("ok", {}).get("access_token"), "AT-tor")
+        # Another app's account is not there for it: not logged out, not named.
+        refused = self.sandboxed(OTHER, "logout", account="eva")
+        self.assertEqual(refused.get("error"), "no_session", refused)
+        self.assertNotIn("eva", json.dumps(self.sandboxed(OTHER, "logout_all")))
+        self.assertEqual(listed(APP, "status"), ["eva"], "logging out everywhere took another app's session")
+        self.assertEqual(sorted(a["account"] for a in json.loads(self.vaultctl("status", "--json"))["accounts"]), ["eva"])
+
+    def test_an_unverified_app_is_labelled_so(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="ola"))
+        # This test process itself: no sandbox, no desktop scope, only its executable.
+        exe = os.path.realpath("/proc/self/exe")
+        self.script("ok")
+        with self.client() as c:
+            c.hello("pytest", prompter="vault")
+            self.assertEqual(c.session("ola")["access_token"], "AT-ola")
+        dialog = self.dialogs()[-1]
+        name = os.path.basename(exe)
+        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ (unverified) to use your BankID session?" % name)
+                            and "could not verify which app this is" in l and exe in l for l in dialog), dialog)
+        grant = self.grants()[exe]
+        self.assertEqual((grant["kind"], grant["verified"]), ("executable", False))
+        listed = [l for l in self.vaultctl("apps").splitlines() if l.startswith(exe + "\t")]
+        self.assertEqual(len(listed), 1, listed)
+        self.assertIn("(executable, unverified)", listed[0])
+        self.assertIn("ola", listed[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
