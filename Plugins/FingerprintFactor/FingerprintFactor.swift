@@ -96,21 +96,22 @@ public struct FingerprintFactor: UnlockFactor {
         guard await reader.presence() == .present else { throw .unavailable(Text.readerNotFound) }
         // Nothing can match without an enrolled finger: say how to add one instead of waiting for a touch.
         if try await currentFingers().isEmpty { throw .unavailable(Text.noFingers) }
-        await conversation.show(Text.touchToEnroll)
+        // Each scan has its own dialog (vaultd's closes when the scan ends), saying why it asks again.
+        var message = Text.touchToEnroll
         var failures = 0
         var unclear = 0
         while failures < attempts {
-            let outcome = await reader.scan(timeout: scanTimeout)
+            let outcome = try await scan(showing: message, conversation)
             switch outcome {
             case .match:
                 return try await proof()
             case .noMatch:
                 failures += 1
-                if failures < attempts { await conversation.show(Text.enrollNoMatch) }
+                message = Text.enrollNoMatch
             case .retry, .unclear:
                 unclear += 1
                 if unclear >= FingerprintFactor.maxUnclearScans { throw .unavailable(Text.readerBroken) }
-                await conversation.show(Text.askAgain(after: outcome, left: nil))
+                message = Text.askAgain(after: outcome, left: nil)
             case .refused(let why):
                 throw .unavailable(Text.refused(why))
             case .hardwareError:
@@ -132,17 +133,18 @@ public struct FingerprintFactor: UnlockFactor {
         // set proves nothing and opens nothing (enroll refuses an empty reader),
         // but lets the vault see the change and clear the slot at once.
         if try await currentFingers().isEmpty { return try await proof() }
-        await conversation.show(Text.touchToUnlock)
+        var message = Text.touchToUnlock
         var failures = 0
         var unclear = 0
         while true {
-            let outcome = await reader.scan(timeout: scanTimeout)
+            let outcome = try await scan(showing: message, conversation)
             switch outcome {
             case .match:
                 return try await proof()
             case .noMatch:
                 failures += 1
-                await conversation.show(failures < attempts ? Text.notRecognised(left: attempts - failures) : Text.lastFailure)
+                if failures >= attempts { await conversation.show(Text.lastFailure) }
+                message = Text.notRecognised(left: attempts - failures)
             case .retry, .unclear:
                 // The sensor could not read the finger: ask again, not a failed match.
                 unclear += 1
@@ -150,7 +152,7 @@ public struct FingerprintFactor: UnlockFactor {
                     await conversation.show(Text.lastFailure)
                     throw .tooManyAttempts
                 }
-                await conversation.show(Text.askAgain(after: outcome, left: attempts - failures))
+                message = Text.askAgain(after: outcome, left: attempts - failures)
             case .refused(let why):
                 throw .unavailable(Text.refused(why))
             case .hardwareError:
@@ -167,6 +169,15 @@ public struct FingerprintFactor: UnlockFactor {
     }
 
     // MARK: - Helpers
+
+    /// One scan with `message` on screen: a conversation with its own dialog
+    /// closes it when the scan ends, and a button pressed there (another way
+    /// in) cancels the scan and throws `.cancelled`.
+    private func scan(showing message: LocalizedText, _ conversation: any FactorConversation) async throws(FactorError) -> ScanOutcome {
+        let reader = self.reader
+        let timeout = scanTimeout
+        return try await conversation.showWhile(message) { await reader.scan(timeout: timeout) }
+    }
 
     /// The proof for a match: the enrollment as the reader reports it now.
     private func proof() async throws(FactorError) -> FactorProof {
@@ -201,12 +212,8 @@ enum Text {
         en: "The fingerprint reader was disconnected. Plug it back in and turn on fingerprint login again.",
         nb: "Fingeravtrykkleseren ble koblet fra. Koble den til igjen og slå på fingeravtrykkpålogging på nytt.")
 
-    static let touchToEnroll = LocalizedText(
-        en: "Touch the fingerprint reader to turn on fingerprint login.",
-        nb: "Berør fingeravtrykkleseren for å slå på fingeravtrykkpålogging.")
-    static let touchToUnlock = LocalizedText(
-        en: "Touch the fingerprint reader to unlock.",
-        nb: "Berør fingeravtrykkleseren for å låse opp.")
+    static let touchToEnroll = FingerprintMessages.touchToEnroll
+    static let touchToUnlock = FingerprintMessages.touchToUnlock
 
     static let enrollNoMatch = LocalizedText(
         en: "That finger is not known to the reader. Touch it with a finger you have added to this computer.",

@@ -24,6 +24,8 @@ struct Dialog: Sendable {
     var error: String?
     /// Seconds before pinentry closes the dialog itself (`SETTIMEOUT`).
     var timeout: Int
+    /// `CONFIRM --one-button`: only the OK button (labelled by `ok`).
+    var oneButton = false
 }
 
 /// How a dialog was answered.
@@ -113,7 +115,7 @@ extension Dialog {
             try p.send(Assuan.line("GETPIN"))
             return try readPIN(p, deadline: deadline)
         case .confirm:
-            try p.send(Assuan.line("CONFIRM"))
+            try p.send(Assuan.line(oneButton ? "CONFIRM --one-button" : "CONFIRM"))
             return try readConfirm(p, deadline: deadline)
         case .message:
             try p.send(Assuan.line("MESSAGE"))

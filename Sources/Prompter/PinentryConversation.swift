@@ -14,6 +14,8 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     public let requester: Requester
     let prompter: Prompter
     let display: PromptDisplay
+    /// Fired when the asking client disconnects: its dialogs close, and no new one opens.
+    let hangup: Hangup?
     let state = ConversationState()
 
     /// Says so even without a pinentry: a client that asked vaultd to prompt
@@ -21,7 +23,8 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     /// a bare `locked`.
     public var isInteractive: Bool { true }
 
-    public init(prompter: Prompter, language: Language, requester: Requester, display: PromptDisplay) {
+    public init(prompter: Prompter, language: Language, requester: Requester, display: PromptDisplay, hangup: Hangup? = nil) {
+        self.hangup = hangup
         self.prompter = prompter
         self.language = language
         self.requester = requester
@@ -34,17 +37,70 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     static let messageGrace: Duration = .milliseconds(300)
 
     public func show(_ message: LocalizedText) async {
+        guard hangup?.hasFired != true else { return }
         let generation = state.setPending(message.text(language))
-        let prompter = self.prompter
         let dialog = self.dialog(.message, text: "", ok: Messages.dialogClose)
-        let display = self.display
         let state = self.state
         Task {
             try? await Task.sleep(for: Self.messageGrace)
             guard let text = state.takePending(ifGeneration: generation) else { return }
             var d = dialog
             d.description += text
-            _ = try? await prompter.show(d, on: display, preemptible: true)
+            _ = try? await self.present(d, preemptible: true)
+        }
+    }
+
+    /// The wait of a fingerprint scan: “Touch the fingerprint reader” with a
+    /// button per option (“Use PIN instead”, “Use BankID or Vipps”; pinentry
+    /// has two besides Cancel), closed by vaultd itself when the scan ends.
+    /// A button pressed first cancels the scan. A dialog that cannot be shown
+    /// or times out leaves the scan running: the reader still works.
+    public func showWhile<T: Sendable>(_ message: LocalizedText, offering options: [ChoiceOption],
+                                       _ work: @escaping @Sendable () async -> T) async -> Waited<T> {
+        guard hangup?.hasFired != true else { return .cancelled }
+        let buttons = Array(options.prefix(2))
+        var d = dialog(.confirm, text: message.text(language), ok: buttons.first?.label ?? Messages.dialogCancel)
+        if buttons.count > 1 { d.notOK = buttons[1].label.text(language) }
+        // No other way in: one button, Cancel.
+        d.oneButton = buttons.isEmpty
+        let dialog = d
+        let closer = DialogCloser()
+        return await withTaskGroup(of: WaitEvent<T>.self) { group in
+            group.addTask { .done(await work()) }
+            group.addTask {
+                do throws(DialogFailure) {
+                    return .answered(.success(try await self.present(dialog, closer: closer)))
+                } catch {
+                    return .answered(.failure(error))
+                }
+            }
+            var result: Waited<T>?
+            while let event = await group.next() {
+                switch event {
+                case .done(let value):
+                    // The scan ended (match, no match, error): the dialog goes with it.
+                    closer.close()
+                    if result == nil { result = .done(value) }
+                case .answered(let answer):
+                    guard result == nil else { continue }
+                    switch answer {
+                    case .success(.ok): result = buttons.first.map { .chose($0.value) } ?? .cancelled
+                    case .success(.notOK): result = buttons.count > 1 ? .chose(buttons[1].value) : .cancelled
+                    case .success(.pin), .failure(.cancelled): result = .cancelled
+                    case .failure: continue
+                    }
+                    group.cancelAll()
+                }
+            }
+            return result ?? .cancelled
+        }
+    }
+
+    /// The same wait without other ways to offer (turning fingerprint login on): Cancel only.
+    public func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        switch await showWhile(message, offering: [], work) {
+        case .done(let value): return value
+        case .chose, .cancelled: throw .cancelled
         }
     }
 
@@ -158,9 +214,16 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
                       ok: ok.text(language), cancel: Messages.dialogCancel.text(language), timeout: prompter.timeout)
     }
 
+    /// Shows `d`, closed early if the client disconnects (or already has).
+    func present(_ d: Dialog, preemptible: Bool = false, closer: DialogCloser = DialogCloser()) async throws(DialogFailure) -> DialogAnswer {
+        let token = hangup?.watch { closer.close() }
+        defer { hangup?.unwatch(token) }
+        return try await prompter.show(d, on: display, preemptible: preemptible, closer: closer)
+    }
+
     func run(_ d: Dialog) async throws(FactorError) -> DialogAnswer {
         do {
-            return try await prompter.show(d, on: display)
+            return try await present(d)
         } catch {
             switch error {
             case .cancelled: throw .cancelled
@@ -170,6 +233,12 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
             }
         }
     }
+}
+
+/// What finished first in `showWhile`: the work or the dialog.
+enum WaitEvent<T: Sendable>: Sendable {
+    case done(T)
+    case answered(Result<DialogAnswer, DialogFailure>)
 }
 
 /// What one conversation remembers between its dialogs.

@@ -20,12 +20,20 @@ enum DialogFailure: Error, Equatable {
 /// a socket, not pipes, so that writing to one that died is an error
 /// (`MSG_NOSIGNAL`), never a SIGPIPE that would end vaultd.
 ///
-/// Used by one thread at a time; `terminate` may be called from any thread.
+/// Used by one thread at a time; `close` may be called from any thread.
 final class PinentryProcess: @unchecked Sendable {
     // @unchecked: `buffer`/`filled` are touched only by the thread running the
-    // dialog; `state` (the pid, for `terminate`) is behind a lock.
+    // dialog; `state` (the pid and the socket's life, for `close`) is behind a lock.
     private let fd: Int32
-    private let state: Locked<(pid: pid_t, reaped: Bool)>
+    private struct State {
+        var pid: pid_t
+        var reaped = false
+        /// The socket is still open (`close` may shut it down, never a reused number).
+        var open = true
+        /// vaultd ended the dialog itself (`close`): no answer is expected.
+        var closed = false
+    }
+    private let state: Locked<State>
     /// Bytes read and not yet consumed. Wiped after every line: a `D` line
     /// holds the PIN.
     private var buffer = [UInt8](repeating: 0, count: 4096)
@@ -33,7 +41,7 @@ final class PinentryProcess: @unchecked Sendable {
 
     private init(fd: Int32, pid: pid_t) {
         self.fd = fd
-        self.state = Locked((pid, false))
+        self.state = Locked(State(pid: pid))
     }
 
     deinit {
@@ -76,9 +84,9 @@ final class PinentryProcess: @unchecked Sendable {
         }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
-        close(pair[1])
+        Glibc.close(pair[1])
         guard rc == 0 else {
-            close(pair[0])
+            Glibc.close(pair[0])
             throw .broken("could not start \(program): error \(rc)")
         }
         return PinentryProcess(fd: pair[0], pid: pid)
@@ -141,21 +149,37 @@ final class PinentryProcess: @unchecked Sendable {
         }
     }
 
-    /// Kills pinentry (the dialog disappears) unless it has already been reaped.
-    func terminate() {
+    /// Ends the dialog from outside (its scan ended, its client went away,
+    /// vaultd stops, a question preempts a message). A pinentry waiting in
+    /// `CONFIRM` or `GETPIN` reads no `BYE` until the person answers, so it is
+    /// sent SIGTERM (what ends every flavour; gpg-agent does the same), and
+    /// our end of the socket is shut down so the thread running the dialog
+    /// wakes at once. That thread then reaps it in `finish` (SIGKILL if it
+    /// has not left within half a second).
+    func close() {
         state.withLock { s in
-            if !s.reaped { kill(s.pid, SIGKILL) }
+            guard !s.reaped else { return }
+            s.closed = true
+            if s.open { shutdown(fd, Int32(SHUT_RDWR)) }
+            kill(s.pid, SIGTERM)
         }
     }
 
+    /// Whether `close` ended the dialog.
+    var wasClosed: Bool { state.withLock { $0.closed } }
+
     /// Says goodbye, closes the socket and reaps the process, killing it if
-    /// it does not leave within a second.
+    /// it does not leave within a second (half a second once `close` has
+    /// asked it to go).
     func finish(polite: Bool) {
         if polite { try? send(Array("BYE\n".utf8)) }
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
-        let pid = state.withLock { $0.pid }
-        let deadline = monotonicSeconds() + 1
+        let (pid, closed) = state.withLock { s -> (pid_t, Bool) in
+            s.open = false
+            shutdown(fd, Int32(SHUT_RDWR))
+            Glibc.close(fd)
+            return (s.pid, s.closed)
+        }
+        let deadline = monotonicSeconds() + (closed ? 0.5 : 1)
         var status: Int32 = 0
         while waitpid(pid, &status, WNOHANG) == 0 {
             if monotonicSeconds() > deadline {

@@ -54,9 +54,12 @@ public final class Prompter: Sendable {
 
     /// Shows `dialog` once it is its turn. A preemptible dialog (a message
     /// nobody has to answer) is closed as soon as another dialog is waiting.
-    func show(_ dialog: Dialog, on display: PromptDisplay, preemptible: Bool = false) async throws(DialogFailure) -> DialogAnswer {
+    /// `closer` ends it from outside, waiting or on screen: it then fails
+    /// with `.cancelled`.
+    func show(_ dialog: Dialog, on display: PromptDisplay, preemptible: Bool = false,
+              closer: DialogCloser = DialogCloser()) async throws(DialogFailure) -> DialogAnswer {
         guard let program else { throw .missing }
-        await queue.acquire()
+        guard await queue.acquire(closer) else { throw .cancelled }
         let env = display.environment(over: baseEnvironment)
         let args = display.arguments(environment: env)
         let queue = self.queue
@@ -69,12 +72,18 @@ public final class Prompter: Sendable {
                 if case .failure(let error) = started { return .failure(error) }
                 return .failure(.missing)
             }
-            guard queue.showing(process, preemptible: preemptible) else {
+            // Recorded before it can show anything: `closeAll` and `closer` reach it from here on.
+            guard queue.showing(process, preemptible: preemptible), closer.attach(process) else {
                 process.finish(polite: false)
+                queue.gone(process)
                 return .failure(.cancelled)
             }
             let answer = Result { () throws(DialogFailure) in try dialog.run(on: process, tty: display.tty, setupSeconds: setup) }
-            process.finish(polite: (try? answer.get()) != nil)
+            let closed = process.wasClosed
+            process.finish(polite: !closed && (try? answer.get()) != nil)
+            queue.gone(process)
+            // Ended by vaultd: whatever the dialog said last is not an answer.
+            if closed, case .failure = answer { return .failure(.cancelled) }
             return answer
         }
         queue.release()
@@ -82,6 +91,17 @@ public final class Prompter: Sendable {
             logger.warning("the pinentry dialog failed", metadata: ["program": "\(program)", "reason": "\(why)"])
         }
         return try result.get()
+    }
+
+    /// vaultd stops: every pinentry is ended and reaped (bounded by
+    /// `within` seconds), dialogs waiting their turn fail, and no new one
+    /// starts. Without this a dialog on screen would outlive vaultd.
+    public func closeAll(within seconds: Double = 3) {
+        queue.shutDown()
+        let deadline = monotonicSeconds() + seconds
+        while queue.liveCount > 0 && monotonicSeconds() < deadline {
+            usleep(10_000)
+        }
     }
 
     /// Runs blocking pinentry I/O on its own thread: a dialog may stay open
@@ -97,53 +117,145 @@ public final class Prompter: Sendable {
 
 /// One dialog on screen at a time, first come first served across every
 /// connection. Only dialogs wait here: a release that needs no prompt never
-/// comes near it.
+/// comes near it. It also knows every pinentry that runs, so that vaultd can
+/// end them all when it stops.
 final class DialogQueue: Sendable {
     struct State {
         var busy = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var nextTicket = 0
+        var waiters: [(ticket: Int, c: CheckedContinuation<Bool, Never>)] = []
         var current: PinentryProcess?
         var preemptible = false
+        /// Every pinentry started and not yet reaped (a preempted message may
+        /// still be leaving while the next dialog starts).
+        var live: [ObjectIdentifier: PinentryProcess] = [:]
+        var stopped = false
     }
     let state = Locked(State())
 
-    func acquire() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let (granted, preempt) = state.withLock { s -> (Bool, PinentryProcess?) in
+    /// Waits for this dialog's turn; false when `closer` closed it first or vaultd stops.
+    func acquire(_ closer: DialogCloser) async -> Bool {
+        guard !closer.isClosed else { return false }
+        let ticket = state.withLock { s -> Int in
+            s.nextTicket += 1
+            return s.nextTicket
+        }
+        let granted = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let (answer, preempt) = state.withLock { s -> (Bool?, PinentryProcess?) in
+                if s.stopped { return (false, nil) }
                 if !s.busy {
                     s.busy = true
                     return (true, nil)
                 }
-                s.waiters.append(c)
-                return (false, s.preemptible ? s.current : nil)
+                s.waiters.append((ticket, c))
+                return (nil, s.preemptible ? s.current : nil)
             }
-            if granted { c.resume() }
+            if let answer {
+                c.resume(returning: answer)
+                return
+            }
+            // Closed while in line (its scan ended, its client went): out of the line.
+            if !closer.whileWaiting({ [self] in self.cancel(ticket: ticket) }) { cancel(ticket: ticket) }
             // A message on screen gives way to a question.
-            preempt?.terminate()
+            preempt?.close()
         }
+        return granted
+    }
+
+    /// Takes a waiting dialog out of the line (its closer closed it).
+    func cancel(ticket: Int) {
+        let c = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard let i = s.waiters.firstIndex(where: { $0.ticket == ticket }) else { return nil }
+            return s.waiters.remove(at: i).c
+        }
+        c?.resume(returning: false)
     }
 
     /// Records the dialog now on screen; false when it is a preemptible one
-    /// and a question is already waiting (it is then not shown at all).
+    /// and a question is already waiting (it is then not shown at all), or
+    /// when vaultd stops.
     func showing(_ p: PinentryProcess, preemptible: Bool) -> Bool {
         state.withLock { s in
-            if preemptible && !s.waiters.isEmpty { return false }
+            s.live[ObjectIdentifier(p)] = p
+            if s.stopped || preemptible && !s.waiters.isEmpty { return false }
             s.current = p
             s.preemptible = preemptible
             return true
         }
     }
 
+    /// `p` has been reaped.
+    func gone(_ p: PinentryProcess) {
+        _ = state.withLock { $0.live.removeValue(forKey: ObjectIdentifier(p)) }
+    }
+
+    var liveCount: Int { state.withLock { $0.live.count } }
+
     func release() {
-        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let next = state.withLock { s -> CheckedContinuation<Bool, Never>? in
             s.current = nil
             s.preemptible = false
             if s.waiters.isEmpty {
                 s.busy = false
                 return nil
             }
-            return s.waiters.removeFirst()
+            return s.waiters.removeFirst().c
         }
-        next?.resume()
+        next?.resume(returning: true)
+    }
+
+    /// vaultd stops: waiting dialogs fail, running ones are ended.
+    func shutDown() {
+        let (waiting, running) = state.withLock { s -> ([CheckedContinuation<Bool, Never>], [PinentryProcess]) in
+            s.stopped = true
+            defer { s.waiters.removeAll() }
+            return (s.waiters.map(\.c), Array(s.live.values))
+        }
+        for c in waiting { c.resume(returning: false) }
+        for p in running { p.close() }
+    }
+}
+
+/// Ends one dialog from outside, whether it is still waiting its turn or
+/// already on screen (its scan ended, or its client went away).
+final class DialogCloser: Sendable {
+    private struct State {
+        var closed = false
+        var process: PinentryProcess?
+        var dequeue: (@Sendable () -> Void)?
+    }
+    private let state = Locked(State())
+
+    init() {}
+
+    var isClosed: Bool { state.withLock { $0.closed } }
+
+    func close() {
+        let (process, dequeue) = state.withLock { s -> (PinentryProcess?, (@Sendable () -> Void)?) in
+            s.closed = true
+            defer { s.dequeue = nil }
+            return (s.process, s.dequeue)
+        }
+        dequeue?()
+        process?.close()
+    }
+
+    /// The dialog is waiting in line: closing it takes it out. False when it is closed already.
+    func whileWaiting(_ dequeue: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { s in
+            guard !s.closed else { return false }
+            s.dequeue = dequeue
+            return true
+        }
+    }
+
+    /// The dialog is on screen in `p`. False when it was closed before it got there.
+    func attach(_ p: PinentryProcess) -> Bool {
+        state.withLock { s in
+            s.dequeue = nil
+            guard !s.closed else { return false }
+            s.process = p
+            return true
+        }
     }
 }

@@ -49,6 +49,12 @@ public protocol ClientConversation: FactorConversation {
     func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool
     /// A client identity for rate limiting (its executable, else its pid).
     var rateLimitKey: String { get }
+    /// Shows `message` while `work` runs, with one button per option (the
+    /// other ways in: “Use PIN instead”, “Use BankID or Vipps”), and closes
+    /// it when `work` ends. A button pressed first cancels `work`
+    /// (WaitingDialog.swift has the default: the message, then the wait).
+    func showWhile<T: Sendable>(_ message: LocalizedText, offering options: [ChoiceOption],
+                                _ work: @escaping @Sendable () async -> T) async -> Waited<T>
     /// “Allow ‘X’ to use your BankID session?” in a dialog the asking app
     /// cannot answer itself (vaultd's own); others throw `notInteractive`.
     func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer

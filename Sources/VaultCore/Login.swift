@@ -213,7 +213,8 @@ extension Vault {
             choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
                                                                  nb: "Logg inn med \(names) for å fortsette."), options: options)
         } catch {
-            return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : VaultFailure(.cancelled))
+            // A dialog that timed out or a pinentry that broke says so; only Cancel is `cancelled`.
+            return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : self.failure(from: error))
         }
         guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {

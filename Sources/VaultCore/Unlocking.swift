@@ -14,7 +14,13 @@ extension Vault {
         case next(VaultFailure)
         /// Stop the whole unlock (the client can't answer questions).
         case stop(VaultFailure)
+        /// The person pressed another way in (a button of the fingerprint
+        /// dialog): a later factor of the policy, or `loginChoice`.
+        case chose(String)
     }
+
+    /// The value of the “Use BankID or Vipps” button (not a factor id: those have no colon).
+    static let loginChoice = ":login"
 
     public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
         touch()
@@ -58,13 +64,20 @@ extension Vault {
         let candidates = policy.candidates(preferred: preferred)
         let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
         var last: VaultFailure?
-        for (index, id) in candidates.enumerated() {
+        /// A factor the person chose in a dialog: the ones before it are skipped.
+        var skipTo: FactorID?
+        tries: for (index, id) in candidates.enumerated() {
             guard let factor = factors[id], let slot = keyslots[id.rawValue] else { continue }
+            if let target = skipTo {
+                guard id == target else { continue }
+                skipTo = nil
+            }
             if case .unavailable(let reason) = await factor.probe() {
                 last = VaultFailure(.factorUnavailable, message: reason)
                 continue
             }
-            switch await attempt(factor, slot: slot, conversation) {
+            let options = fallbackOptions(after: index, in: candidates, login: loginFallback)
+            switch await attempt(factor, slot: slot, conversation, offering: options) {
             case .opened(let vk):
                 failedBeforeFallback = []
                 // The PIN opens the vault for good; a presence factor only reopens it.
@@ -79,6 +92,10 @@ extension Vault {
                 return .success(())
             case .stop(let failure):
                 return .failure(failure)
+            case .chose(let choice):
+                last = VaultFailure(.cancelled)
+                if choice == Vault.loginChoice { break tries }
+                skipTo = FactorID(rawValue: choice)
             case .next(let failure):
                 last = failure
                 if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
@@ -93,8 +110,27 @@ extension Vault {
         return .failure(last ?? policy.lockedFailure())
     }
 
-    func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation) async -> Attempt {
+    /// The buttons a presence factor's dialog offers: the next factor of the
+    /// policy that is set up (“Use PIN instead”) and the login (“Use BankID or Vipps”).
+    func fallbackOptions(after index: Int, in candidates: [FactorID], login: Bool) -> [ChoiceOption] {
+        var options: [ChoiceOption] = []
+        if let next = candidates.dropFirst(index + 1).first(where: { factors[$0] != nil && keyslots[$0.rawValue] != nil }),
+           let name = factors[next]?.descriptor.displayName {
+            options.append(ChoiceOption(value: next.rawValue, label: Messages.dialogUseInstead(name)))
+        }
+        if login {
+            options.append(ChoiceOption(value: Vault.loginChoice,
+                                        label: Messages.dialogUseLogin(providers.loginProviders.map(\.displayName))))
+        }
+        return options
+    }
+
+    func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation,
+                 offering options: [ChoiceOption] = []) async -> Attempt {
         let d = factor.descriptor
+        // A presence factor's wait is shown with buttons for the other ways in.
+        let offering = OfferingConversation(base: conversation, options: options)
+        let asked: any FactorConversation = d.contribution == .presenceOnly ? offering : conversation
         var round = 0
         while true {
             if d.throttle != nil {
@@ -106,10 +142,21 @@ extension Vault {
             }
             let proof: FactorProof
             do {
-                proof = try await factor.verify(conversation, slot: EnrolledSlot(
+                proof = try await factor.verify(asked, slot: EnrolledSlot(
                     factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
             } catch {
                 if error == .notInteractive { return .stop(policy.lockedFailure()) }
+                switch offering.choice {
+                case .chose(let choice)?:
+                    audit.record("unlock", factor: d.id.rawValue, outcome: "chose_other", requester: conversation.requester)
+                    return .chose(choice)
+                case .cancelled?:
+                    // Cancel in the dialog (or the client went away): the person does not want in now.
+                    audit.record("unlock", factor: d.id.rawValue, outcome: "cancelled", requester: conversation.requester)
+                    return .stop(VaultFailure(.cancelled))
+                case .done?, nil:
+                    break
+                }
                 // Too many failed scans is the fingerprint fallback: after it the
                 // PIN or a login is needed once before it reopens the vault (as on phones).
                 if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }

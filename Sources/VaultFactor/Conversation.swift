@@ -15,12 +15,24 @@ public protocol FactorConversation: Sendable {
     /// Asks the client to open a URL in the system browser (an `open_url`
     /// prompt). Does not wait: the answer arrives elsewhere (a loopback redirect).
     func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError)
+    /// Shows `message` while `work` runs (a fingerprint scan) and closes it
+    /// when `work` ends: the factor waits for something other than an answer.
+    /// A conversation with its own dialog (vaultd's pinentry) gives it buttons
+    /// for the other ways in; when the person presses one, `work` is cancelled
+    /// and awaited, and this throws `.cancelled`.
+    func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T
 }
 
 extension FactorConversation {
     /// For conversations that have no browser to offer: show the address as text.
     public func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
         await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
+    }
+
+    /// For conversations without a dialog of their own: the message, then the wait.
+    public func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        await show(message)
+        return await work()
     }
 }
 

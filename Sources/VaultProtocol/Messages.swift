@@ -386,6 +386,13 @@ public enum Messages {
 /// What the fingerprint factor says when fprintd (the desktop's fingerprint
 /// service) refuses, stops, or asks for another scan. Each says what to do next.
 public enum FingerprintMessages {
+    /// The fingerprint dialog while a scan runs (vaultd's own dialog closes when the scan ends).
+    public static let touchToUnlock = LocalizedText(
+        en: "Touch the fingerprint reader to unlock.",
+        nb: "Berør fingeravtrykkleseren for å låse opp.")
+    public static let touchToEnroll = LocalizedText(
+        en: "Touch the fingerprint reader to turn on fingerprint login.",
+        nb: "Berør fingeravtrykkleseren for å slå på fingeravtrykkpålogging.")
     /// `AlreadyInUse`: another program (a login screen, `fprintd-verify`, GNOME Settings) holds the reader.
     public static let readerInUse = LocalizedText(
         en: "Another program is using the fingerprint reader. Close it or finish its fingerprint prompt, then try again — or use your PIN or log in with BankID or Vipps.",
@@ -448,6 +455,17 @@ extension Messages {
     public static let dialogTurnOn = LocalizedText(en: "Turn on", nb: "Slå på")
     public static let dialogNotNow = LocalizedText(en: "Not now", nb: "Ikke nå")
     public static let dialogOtherChoices = LocalizedText(en: "Other choices …", nb: "Andre valg …")
+    /// The button in the fingerprint dialog that goes to another factor (“Use PIN instead”).
+    public static func dialogUseInstead(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "Use \(name.en) instead", nb: "Bruk \(name.nb) i stedet")
+    }
+    /// The button that goes to a login (“Use BankID or Vipps”).
+    public static func dialogUseLogin(_ names: [String]) -> LocalizedText {
+        func join(_ or: String) -> String {
+            names.count <= 1 ? names.joined() : names.dropLast().joined(separator: ", ") + " \(or) " + (names.last ?? "")
+        }
+        return LocalizedText(en: "Use \(join("or"))", nb: "Bruk \(join("eller"))")
+    }
     public static let pinentryMissing = LocalizedText(
         en: "The vault cannot show its PIN dialog: no pinentry program was found. Install the package pinentry-gtk2 (or set “pinentry” in config.toml), then try again.",
         nb: "Hvelvet kan ikke vise PIN-dialogen sin: fant ikke noe pinentry-program. Installer pakken pinentry-gtk2 (eller sett «pinentry» i config.toml), og prøv igjen.")

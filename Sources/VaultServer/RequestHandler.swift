@@ -33,6 +33,8 @@ extension ClientLink {
 final class Client: Sendable {
     let link: any ClientLink
     let requester: Requester
+    /// Fired when the connection closes: vaultd's own dialogs for its requests close with it.
+    let hangup = Hangup()
 
     private struct Inner {
         var language: Language = .en
@@ -135,6 +137,7 @@ final class Client: Sendable {
             return Array(s.waiting.values)
         }
         for c in all { c.resume(returning: .cancelled) }
+        hangup.fire()
     }
 }
 
@@ -213,7 +216,7 @@ struct RequestHandler: Sendable {
     func respond(to request: Request, client: Client) async -> Response {
         // vaultd's own dialogs for a client that asked for them; else prompts relayed as events.
         let conversation: any ClientConversation = client.prompter.conversation(
-            prompterFactory, language: client.language, requester: client.requester)
+            prompterFactory, language: client.language, requester: client.requester, hangup: client.hangup)
             ?? ServerConversation(client: client, requestID: request.id, promptTimeout: promptTimeout,
                                   openableOrigins: openableOrigins)
         do {

@@ -9,7 +9,7 @@ import VaultProtocol
 
 /// What a client's hello said about its prompts: `"prompter": "vault"` and
 /// the display its dialogs belong on (like gpg's UPDATESTARTUPTTY).
-public struct PromptContext: Sendable, Equatable {
+public struct PromptContext: Sendable {
     public var language: Language
     public var requester: Requester
     public var display: String?
@@ -17,9 +17,12 @@ public struct PromptContext: Sendable, Equatable {
     public var tty: String?
     /// The terminal type of `tty` (`TERM`), for pinentry-curses.
     public var term: String?
+    /// Fired when the client disconnects: its dialogs close (the request is gone).
+    public var hangup: Hangup
 
     public init(language: Language, requester: Requester, display: String? = nil, waylandDisplay: String? = nil,
-                tty: String? = nil, term: String? = nil) {
+                tty: String? = nil, term: String? = nil, hangup: Hangup = Hangup()) {
+        self.hangup = hangup
         self.language = language
         self.requester = requester
         self.display = display
@@ -59,9 +62,10 @@ struct HelloPrompter: Sendable, Equatable {
     }
 
     /// The injected conversation, when this client asked for vaultd's dialogs and vaultd has them.
-    func conversation(_ factory: VaultPrompterFactory?, language: Language, requester: Requester) -> (any ClientConversation)? {
+    func conversation(_ factory: VaultPrompterFactory?, language: Language, requester: Requester,
+                      hangup: Hangup) -> (any ClientConversation)? {
         guard vault, let factory else { return nil }
         return factory(PromptContext(language: language, requester: requester, display: display,
-                                     waylandDisplay: waylandDisplay, tty: tty, term: term))
+                                     waylandDisplay: waylandDisplay, tty: tty, term: term, hangup: hangup))
     }
 }

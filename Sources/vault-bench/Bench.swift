@@ -144,6 +144,17 @@ struct VaultBench: ParsableCommand {
         table.add("fingerprint: scripted match → session in the app, p50", ms(fp.match.p50), "≤ 20 ms (req. 2 s)", fp.match.p50 <= 20_000_000)
         table.add("fingerprint: hardware error → fallback offered, p50", ms(fp.fallback.p50), "≤ 50 ms (req. 1 s)", fp.fallback.p50 <= 50_000_000)
 
+        if let dialog = try measureDialogs(binary: binary, rounds: quick ? 3 : 10, requests: requests / 4) {
+            let own = Int64(dialog.pinEntry.p50) - Int64(dialog.relay.p50)
+            table.add("PIN entry → session with the scripted fake pinentry, p50 (relay \(ms(dialog.relay.p50)))",
+                      "\(ms(dialog.pinEntry.p50)) (dialog's own: \(ms(UInt64(max(0, own)))))", "", nil)
+            let ratio = Double(dialog.releaseBesideDialog.p99) / Double(max(1, dialog.releaseAlone.p99))
+            table.add("release p99 beside an open dialog (alone \(us(dialog.releaseAlone.p99)))", us(dialog.releaseBesideDialog.p99),
+                      "≤ 2× alone: \(String(format: "%.2f", ratio))×", ratio <= 2)
+        } else {
+            table.add("PIN entry through pinentry", "skipped", "run from the repository (Tests/pinentry/fake-pinentry)", nil)
+        }
+
         if let fprintd = try measureFprintdMatch(binary: binary, rounds: quick ? 5 : 30) {
             table.add("fprintd: match → session released, p50 / p99 (virtual device)", "\(ms(fprintd.p50)) / \(ms(fprintd.p99))",
                       "≤ 2 s", fprintd.p99 <= 2_000_000_000)

@@ -7,8 +7,7 @@ extension VaultDaemon {
     /// `"prompter": "vault"`: one prompter (and so one dialog on screen at a
     /// time) for every connection. A missing pinentry is logged here and
     /// said to the person at the first dialog.
-    static func pinentryPrompts(configured: String?, timeout: Int, logger: Logger) -> VaultPrompterFactory {
-        let prompter = Prompter(configured: configured, timeout: timeout, logger: logger)
+    static func pinentryPrompts(_ prompter: Prompter, configured: String?, logger: Logger) -> VaultPrompterFactory {
         if let program = prompter.program {
             logger.info("vault dialogs use pinentry", metadata: ["program": "\(program)"])
         } else {
@@ -18,7 +17,8 @@ extension VaultDaemon {
         return { context in
             PinentryConversation(prompter: prompter, language: context.language, requester: context.requester,
                                  display: PromptDisplay(display: context.display, waylandDisplay: context.waylandDisplay,
-                                                        tty: context.tty, term: context.term))
+                                                        tty: context.tty, term: context.term),
+                                 hangup: context.hangup)
         }
     }
 }

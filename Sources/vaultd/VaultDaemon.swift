@@ -203,6 +203,7 @@ struct VaultDaemon: AsyncParsableCommand {
         if let n = file.connection_idle_timeout, n < 0 {
             Self.fail(Messages.configInvalid, detail: "connection_idle_timeout must be 0 (never) or more seconds", language: language, code: 2)
         }
+        let prompter = Prompter(configured: file.pinentry, timeout: vaultConfig.promptTimeout, logger: logger)
         if file.lock_on_screen_lock ?? true { Self.lockWithTheDesktop(vault, logger: logger) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let activated = Systemd.activatedSocket()
@@ -212,12 +213,12 @@ struct VaultDaemon: AsyncParsableCommand {
                                      idleTimeout: file.connection_idle_timeout ?? ConnectionLimits.defaultIdleTimeout,
                                      maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections),
                                  openableOrigins: { await directory.authorizationOrigins() },
-                                 prompterFactory: Self.pinentryPrompts(configured: file.pinentry,
-                                                                       timeout: vaultConfig.promptTimeout, logger: logger))
+                                 prompterFactory: Self.pinentryPrompts(prompter, configured: file.pinentry, logger: logger))
         // The socket is bound inside the service group, so SIGTERM/SIGINT are
         // already handled gracefully from the moment a client can connect.
         let services: [any Service] = [
-            ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated),
+            ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated,
+                            closeDialogs: { prompter.closeAll() }),
             IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
         ] + (memberSync.map { [MemberSyncService(sync: $0)] } ?? [])
         let serviceGroup = ServiceGroup(configuration: .init(
@@ -304,6 +305,8 @@ struct ListenerService: Service {
     let language: Language
     /// The socket systemd passed (socket activation), if any: not ours to unlink.
     let activatedFD: CInt?
+    /// Ends every pinentry dialog (and reaps it): none may outlive vaultd.
+    let closeDialogs: @Sendable () -> Void
     /// How long SIGTERM waits for refreshes in flight (systemd's stop timeout is 90 s).
     static let refreshBound = Duration.seconds(5)
 
@@ -324,6 +327,8 @@ struct ListenerService: Service {
             listener.close()
         }
         Systemd.notify("STOPPING=1")
+        // First, so that requests waiting on a dialog end now (as cancelled), not at their timeout.
+        closeDialogs()
         // A refresh in flight may hold the only copy of a rotated refresh
         // token: let it commit before the vault key is wiped and the HTTP
         // client shuts down (bounded, so a hung provider cannot hold vaultd).

@@ -26,13 +26,7 @@ final class FingerprintFlowTests: VaultdTestCase {
     }
 
     @discardableResult
-    func fpstub(_ args: String...) -> ProcessOutcome {
-        let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
-        let out = (try? runProcess(exe, ["--state", stubPath] + args, env: childEnvironment([:]), timeout: 20))
-            ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
-        XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)")
-        return out
-    }
+    func fpstub(_ args: String...) -> ProcessOutcome { fpstub(state: stubPath, args) }
 
     /// Imports a session, enrolls the PIN, enrolls the fingerprint (one matching scan), locks.
     func setUpEnrolled(_ v: VaultdProcess) throws {
@@ -240,5 +234,17 @@ final class FallbackToLoginTests: VaultdTestCase {
         let audit = try auditEntries(v)
         XCTAssertTrue(audit.contains { $0["event"] == "login" && $0["factor"] == "bankid" && $0["outcome"] == "ok" })
         XCTAssertEqual(audit.filter { $0["event"] == "enroll" && $0["factor"] == "fingerprint" }.count, 1)
+    }
+}
+
+extension VaultdTestCase {
+    /// Runs the real vault-fpstub on the stub reader whose state is at `state`.
+    @discardableResult
+    func fpstub(state: String, _ args: [String], file: StaticString = #filePath, line: UInt = #line) -> ProcessOutcome {
+        let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+        let out = (try? runProcess(exe, ["--state", state] + args, env: childEnvironment([:]), timeout: 20))
+            ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
+        XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)", file: file, line: line)
+        return out
     }
 }

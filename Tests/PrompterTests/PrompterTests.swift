@@ -232,3 +232,181 @@ final class PrompterTests: XCTestCase {
         return condition()
     }
 }
+
+/// The fingerprint dialog (a wait with buttons that vaultd closes itself) and
+/// dialogs ended from outside: the client went away, vaultd stops.
+extension PrompterTests {
+    var touch: LocalizedText { LocalizedText(en: "Touch the fingerprint reader to unlock.", nb: "Berør fingeravtrykkleseren for å låse opp.") }
+    var ways: [ChoiceOption] { [ChoiceOption(value: "pin", label: LocalizedText(en: "Use PIN instead", nb: "Bruk PIN-kode i stedet")),
+                ChoiceOption(value: ":login", label: LocalizedText(en: "Use BankID or Vipps", nb: "Bruk BankID eller Vipps"))] }
+
+    /// The pids of every pinentry started so far (from the fake's START lines).
+    var pids: [Int32] {
+        log.filter { $0.hasPrefix("START pid=") }.compactMap { line in
+            line.dropFirst("START pid=".count).split(separator: " ").first.flatMap { Int32($0) }
+        }
+    }
+
+    /// No pinentry this test started still runs (each was reaped, not left a zombie).
+    func assertNoPinentryLeft(file: StaticString = #filePath, line: UInt = #line) {
+        for pid in pids {
+            XCTAssertTrue(kill(pid, 0) != 0 && errno == ESRCH, "pinentry \(pid) is still there", file: file, line: line)
+        }
+    }
+
+    /// Work that ends when the dialog is on screen (or, cancelled, at once).
+    func untilDialog(_ marker: String = "CONFIRM", then value: String = "scanned") -> @Sendable () async -> String {
+        let logPath = self.logPath
+        return {
+            while !Task.isCancelled {
+                let log = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
+                if log.contains(where: { $0.hasPrefix(marker) }) { return value }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return "cancelled"
+        }
+    }
+
+    func testTheFingerprintDialogHasTheOtherWaysInAndClosesWhenTheScanEnds() async throws {
+        let c = conversation(try prompter(script: ["wait"]), language: .en)
+        let began = Date()
+        let result = await c.showWhile(touch, offering: ways, untilDialog())
+        guard case .done(let value) = result else { return XCTFail("\(result)") }
+        XCTAssertEqual(value, "scanned")
+        XCTAssertLessThan(Date().timeIntervalSince(began), 3)
+        let log = log
+        XCTAssertTrue(log.contains("SETDESC ‘aktivitetslogg’ wants to use your login.%0A%0ATouch the fingerprint reader to unlock."), "\(log)")
+        XCTAssertTrue(log.contains("SETOK Use PIN instead"), "\(log)")
+        XCTAssertTrue(log.contains("SETNOTOK Use BankID or Vipps"), "\(log)")
+        XCTAssertTrue(log.contains("SETCANCEL Cancel"), "\(log)")
+        // vaultd ended it itself: the pinentry waiting in CONFIRM was sent SIGTERM and reaped.
+        XCTAssertTrue(log.contains { $0.hasPrefix("KILLED") && $0.hasSuffix("SIGTERM") }, "\(log)")
+        XCTAssertFalse(log.contains("BYE"), "no BYE mid-command: \(log)")
+        assertNoPinentryLeft()
+    }
+
+    func testABokmalFingerprintDialogWithOnlyCancel() async throws {
+        let c = conversation(try prompter(script: ["wait"]), language: .nb)
+        let value = try await c.showWhile(touch, untilDialog())
+        XCTAssertEqual(value, "scanned")
+        XCTAssertTrue(log.contains("CONFIRM --one-button"), "\(log)")
+        XCTAssertTrue(log.contains("SETOK Avbryt"), "\(log)")
+        XCTAssertTrue(log.contains { $0.hasSuffix("%0A%0ABerør fingeravtrykkleseren for å låse opp.") }, "\(log)")
+    }
+
+    func testAButtonCancelsTheScanAndSaysWhichWay() async throws {
+        for (action, expected) in [("ok", "pin"), ("notok", ":login"), ("cancel", nil)] as [(String, String?)] {
+            let c = conversation(try prompter(script: [action]))
+            let scan: @Sendable () async -> String = {
+                // A scan that never ends by itself: only the button ends it.
+                try? await Task.sleep(for: .seconds(30))
+                return Task.isCancelled ? "cancelled" : "timed out"
+            }
+            let began = Date()
+            let result = await c.showWhile(touch, offering: ways, scan)
+            XCTAssertLessThan(Date().timeIntervalSince(began), 5, action)
+            switch (result, expected) {
+            case (.chose(let value), let expected?): XCTAssertEqual(value, expected, action)
+            case (.cancelled, nil): break
+            default: XCTFail("\(action): \(result)")
+            }
+        }
+        assertNoPinentryLeft()
+    }
+
+    func testABrokenOrMissingDialogLeavesTheScanRunning() async throws {
+        let c = conversation(try prompter(script: ["crash"]))
+        let result = await c.showWhile(touch, offering: ways) {
+            try? await Task.sleep(for: .milliseconds(500))
+            return "scanned"
+        }
+        guard case .done("scanned") = result else { return XCTFail("\(result)") }
+        let missing = conversation(try prompter(script: [], program: dir + "/none"))
+        guard case .done("scanned") = await missing.showWhile(touch, offering: ways, { "scanned" }) else { return XCTFail() }
+    }
+
+    func testAClientThatGoesAwayHasItsDialogClosedAndTheNextAppsDialogShows() async throws {
+        let p = try prompter(script: ["wait", "pin 482915"])
+        let hangup = Hangup()
+        let a = PinentryConversation(prompter: p, language: .en, requester: Requester(pid: 1, uid: 1000, executable: "/usr/bin/app-a"),
+                                     display: PromptDisplay(), hangup: hangup)
+        let b = conversation(p, requester: Requester(pid: 2, uid: 1000, executable: "/usr/bin/app-b"))
+        let ask = LocalizedText(en: "Enter your PIN:", nb: "Skriv inn PIN-koden:")
+        let first = Task { () -> FactorError? in
+            do { _ = try await a.askSecret(ask); return nil } catch { return error as? FactorError }
+        }
+        XCTAssertTrue(waitFor { self.log.contains("GETPIN") })
+        let second = Task { try await b.askSecret(ask) }
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertEqual(log.filter { $0.hasPrefix("START") }.count, 1, "app-b waits its turn")
+        let began = Date()
+        hangup.fire()
+        let failure = await first.value
+        XCTAssertEqual(failure, .cancelled)
+        let pin = try await second.value
+        XCTAssertEqual(text(pin), "482915")
+        XCTAssertLessThan(Date().timeIntervalSince(began), 3)
+        XCTAssertTrue(log.contains { $0.hasPrefix("KILLED") }, "\(log)")
+        XCTAssertTrue(log.contains { $0.contains("app-b") }, "the next app's dialog: \(log)")
+        assertNoPinentryLeft()
+        // Gone for good: a later dialog of that client is not shown at all.
+        let starts = pids.count
+        do {
+            _ = try await a.askSecret(ask)
+            XCTFail("shown after the client went away")
+        } catch {}
+        XCTAssertEqual(pids.count, starts)
+    }
+
+    func testAClientThatGoesAwayWhileItsDialogWaitsInLineIsTakenOutOfTheLine() async throws {
+        let p = try prompter(script: ["wait"])
+        let hangup = Hangup()
+        let a = conversation(p)
+        let b = PinentryConversation(prompter: p, language: .en, requester: Requester(pid: 2, uid: 1000, executable: "/usr/bin/app-b"),
+                                     display: PromptDisplay(), hangup: hangup)
+        let ask = LocalizedText(en: "PIN:", nb: "PIN:")
+        let first = Task { try? await a.askSecret(ask) }
+        XCTAssertTrue(waitFor { self.log.contains("GETPIN") })
+        let second = Task { () -> FactorError? in
+            do { _ = try await b.askSecret(ask); return nil } catch { return error as? FactorError }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        hangup.fire()
+        let failure = await second.value
+        XCTAssertEqual(failure, .cancelled)
+        XCTAssertEqual(pids.count, 1, "app-b's dialog never started")
+        p.closeAll()
+        _ = await first.value
+        assertNoPinentryLeft()
+    }
+
+    func testCloseAllEndsEveryDialogAndStartsNoNewOne() async throws {
+        let p = try prompter(script: ["wait", "pin 1"])
+        let c = conversation(p)
+        let ask = LocalizedText(en: "PIN:", nb: "PIN:")
+        let open = Task { () -> FactorError? in
+            do { _ = try await c.askSecret(ask); return nil } catch { return error as? FactorError }
+        }
+        let other = conversation(p)
+        let queued = Task { () -> FactorError? in
+            try? await Task.sleep(for: .milliseconds(100))
+            do { _ = try await other.askSecret(ask); return nil } catch { return error as? FactorError }
+        }
+        XCTAssertTrue(waitFor { self.log.contains("GETPIN") })
+        try await Task.sleep(for: .milliseconds(200))
+        let began = Date()
+        p.closeAll()
+        XCTAssertLessThan(Date().timeIntervalSince(began), 2)
+        assertNoPinentryLeft()
+        let openFailure = await open.value
+        let queuedFailure = await queued.value
+        XCTAssertEqual(openFailure, .cancelled)
+        XCTAssertEqual(queuedFailure, .cancelled)
+        XCTAssertTrue(log.contains { $0.hasPrefix("KILLED") }, "\(log)")
+        do {
+            _ = try await c.askSecret(ask)
+            XCTFail("a dialog after closeAll")
+        } catch {}
+        XCTAssertEqual(pids.count, 1)
+    }
+}

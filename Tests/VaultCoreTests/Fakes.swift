@@ -14,11 +14,35 @@ final class ScriptedClient: ClientConversation, Sendable {
                               app: AppIdentity(kind: .executable, name: "/usr/bin/test-app"))
     private let state: Locked<(secrets: [String?], confirms: [Bool], shown: [String], asked: Int)>
     private let choiceState: Locked<(choices: [String], offered: [[String]], confirmed: [String])>
+    /// The buttons pressed in dialogs shown while a presence factor waits
+    /// (nil: none, the wait ends by itself; "cancel": Cancel), and the buttons offered.
+    private let waitState: Locked<(presses: [String?], offered: [[String]])>
+    /// What a choice fails with when the script has no choice left.
+    let chooseError: FactorError
 
-    init(secrets: [String?] = [], confirms: [Bool] = [], choices: [String] = [], interactive: Bool = true) {
+    init(secrets: [String?] = [], confirms: [Bool] = [], choices: [String] = [], interactive: Bool = true,
+         presses: [String?] = [], chooseError: FactorError = .cancelled) {
         self.isInteractive = interactive
         state = Locked((secrets, confirms, [], 0))
         choiceState = Locked((choices, [], []))
+        waitState = Locked((presses, []))
+        self.chooseError = chooseError
+    }
+
+    var offeredButtons: [[String]] { waitState.withLock { $0.offered } }
+
+    func showWhile<T: Sendable>(_ message: LocalizedText, offering options: [ChoiceOption],
+                                _ work: @escaping @Sendable () async -> T) async -> Waited<T> {
+        await show(message)
+        let press = waitState.withLock { s -> String?? in
+            s.offered.append(options.map(\.value))
+            return s.presses.isEmpty ? .none : s.presses.removeFirst()
+        }
+        switch press {
+        case .some(.some("cancel")): return .cancelled
+        case .some(.some(let value)): return .chose(value)
+        default: return .done(await work())
+        }
     }
 
     var offeredChoices: [[String]] { choiceState.withLock { $0.offered } }
@@ -30,7 +54,7 @@ final class ScriptedClient: ClientConversation, Sendable {
             s.offered.append(options.map(\.value))
             return s.choices.isEmpty ? nil : s.choices.removeFirst()
         }
-        guard let pick else { throw .cancelled }
+        guard let pick else { throw chooseError }
         return pick
     }
 
@@ -149,8 +173,12 @@ final class FakePresenceFactor: UnlockFactor, Sendable {
     private let state = Locked<(enrollment: [UInt8], outcome: Outcome, verifies: Int, available: Bool)>(([1, 2, 3], .present, 0, true))
     let descriptor: FactorDescriptor
 
+    /// Waits in `showWhile`, as the fingerprint's scan does.
+    let waits: Bool
+
     /// `offerAfterLogin`: offered after a login, as the fingerprint is.
-    init(offerAfterLogin: Bool = false) {
+    init(offerAfterLogin: Bool = false, waits: Bool = false) {
+        self.waits = waits
         descriptor = FactorDescriptor(id: "fake", displayName: LocalizedText(en: "Fake", nb: "Falsk"),
                                       rank: 10, contribution: .presenceOnly, offerAfterLogin: offerAfterLogin)
     }
@@ -181,7 +209,13 @@ final class FakePresenceFactor: UnlockFactor, Sendable {
             return (s.outcome, s.enrollment)
         }
         // A slow sensor: lets concurrent requests pile up behind one unlock.
-        try? await Task.sleep(for: .milliseconds(50))
+        if waits {
+            try await conversation.showWhile(LocalizedText(en: "Touch the fake reader.", nb: "Berør den falske leseren.")) {
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        } else {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         if case .fail(let e) = outcome { throw e }
         return FactorProof(enrollmentState: enrollment)
     }
