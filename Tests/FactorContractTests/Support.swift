@@ -21,7 +21,8 @@ final class ScriptedClient: ClientConversation, Sendable {
 
     let language: Language
     let isInteractive: Bool
-    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/contract-test-app")
+    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/contract-test-app",
+                              app: AppIdentity(kind: .executable, name: "/usr/bin/contract-test-app"))
     private let repeating: Answer?
     private let delay: Duration?
     private let state: Locked<(answers: [Answer], prompts: [String], shown: [String])>
