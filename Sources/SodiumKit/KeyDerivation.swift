@@ -62,8 +62,26 @@ public enum KeyDerivation {
     }
 
     /// A keyed MAC (BLAKE2b-256) over non-secret data, e.g. for the audit chain.
+    /// The same bytes as `derive(key:parts: [.bytes(message)])`, hashed from
+    /// plain memory: neither the message nor the MAC is secret, and it runs on
+    /// every release (an app grant's id), where two guarded allocations
+    /// (mmap + mlock each) cost more than the release itself.
     public static func mac(key: SecureBytes, message: [UInt8]) throws(SodiumError) -> [UInt8] {
-        try derive(key: key, parts: [.bytes(message)]).unsafeCopyToArray()
+        try Sodium.ensureReady()
+        guard key.count >= Int(crypto_generichash_KEYBYTES_MIN), key.count <= Int(crypto_generichash_KEYBYTES_MAX) else {
+            throw .malformed("derivation key has the wrong size")
+        }
+        var input = [UInt8]()
+        input.reserveCapacity(8 + message.count)
+        withUnsafeBytes(of: UInt64(message.count).littleEndian) { input.append(contentsOf: $0) }
+        input.append(contentsOf: message)
+        var out = [UInt8](repeating: 0, count: keySize)
+        input.withUnsafeBytes { i in
+            key.withUnsafeBytes { k in
+                _ = crypto_generichash(&out, keySize, i.bytes, UInt64(i.count), k.bytes, k.count)
+            }
+        }
+        return out
     }
 }
 

@@ -66,6 +66,9 @@ struct AppGrants {
     let key: SecureBytes
     let logger: Logger
     private(set) var byID: [String: AppGrant] = [:]
+    /// Account → the keys (`AppIdentity.key`) of the apps granted it: who
+    /// hears that account's events. Kept as grants come and go.
+    private(set) var audience: [String: Set<String>] = [:]
 
     /// A last use is written back at most this often per grant: a release must not wait for a commit each time.
     static let lastUseResolution: Int64 = 60
@@ -82,6 +85,7 @@ struct AppGrants {
                 continue
             }
             byID[row.id] = grant
+            audience[grant.account, default: []].insert(grant.app.key)
         }
     }
 
@@ -91,6 +95,10 @@ struct AppGrants {
         let message = Array("\(app.key)\u{0}\(account)".utf8)
         return Digest.hex((try? KeyDerivation.mac(key: key, message: message)) ?? Digest.sha256(message))
     }
+
+    /// Counts changes to who is granted what (not last uses): the vault tells
+    /// the event feed again only when this moved.
+    private(set) var generation = 0
 
     func allows(_ app: AppIdentity, account: String) -> Bool { byID[id(app, account)] != nil }
 
@@ -118,6 +126,8 @@ struct AppGrants {
         }
         try storeCall(logger) { () throws(StoreError) in try store.updateGrants(put: [row], delete: [], auditing: entry.make) }
         byID[id] = grant
+        audience[account, default: []].insert(app.key)
+        generation += 1
     }
 
     /// Notes a release; written back (on a task) when the kept last use is older than a minute.
@@ -142,7 +152,11 @@ struct AppGrants {
     }
 
     /// After `vaultctl reset` deleted the rows with everything else.
-    mutating func forgetAll() { byID = [:] }
+    mutating func forgetAll() {
+        byID = [:]
+        audience = [:]
+        generation += 1
+    }
 
     /// Removes the grants `matching` selects, with `entry` in the same commit.
     mutating func remove(where matching: (AppGrant) -> Bool, auditing entry: AuditLog.Entry?) throws(VaultFailure) -> [AppGrant] {
@@ -151,7 +165,12 @@ struct AppGrants {
         try storeCall(logger) { () throws(StoreError) in
             try store.updateGrants(put: [], delete: Array(doomed.keys), auditing: entry?.make)
         }
-        for id in doomed.keys { byID[id] = nil }
+        for (id, grant) in doomed {
+            byID[id] = nil
+            audience[grant.account]?.remove(grant.app.key)
+            if audience[grant.account]?.isEmpty == true { audience[grant.account] = nil }
+        }
+        generation += 1
         return doomed.values.sorted { ($0.app.key, $0.account) < ($1.app.key, $1.account) }
     }
 }

@@ -39,38 +39,55 @@ final class SessionEnds: Sendable {
     }
 
     /// Announces every session in `entries` that has ended and sets the timer
-    /// for the next end; when it fires it calls `again`, which calls this with
-    /// the table as it is then.
+    /// for the next end: at start, and when the timer fires (one pass over the
+    /// table then). `again` is how the timer gets the table as it is then.
     func update(_ entries: [String: SessionTable.Entry], now: Double = Date().timeIntervalSince1970,
                 again: @escaping @Sendable () -> Void) {
         let ended = state.withLock { s -> [String] in
             s.announced = s.announced.filter { entries[$0.key].flatMap { SessionEnds.end(of: $0.meta) } == $0.value }
-            var ended: [String] = []
-            var next: Int64?
-            for (id, entry) in entries where s.announced[id] == nil {
-                guard let end = SessionEnds.end(of: entry.meta) else { continue }
-                if Double(end) <= now {
-                    s.announced[id] = end
-                    ended.append(entry.meta.account)
-                } else {
-                    next = min(next ?? end, end)
-                }
-            }
-            let due = next.map { min($0, Int64(now) + SessionEnds.longestSleep) }
-            guard due != s.due else { return ended }
             s.timer?.cancel()
-            s.due = due
-            s.timer = due.map { due in
-                Task { [weak self] in
-                    try? await Task.sleep(for: .seconds(Double(due) - now))
-                    guard !Task.isCancelled, let self else { return }
-                    self.state.withLock { $0.due = nil }
-                    again()
-                }
+            s.timer = nil
+            s.due = nil
+            var ended: [String] = []
+            for (id, entry) in entries {
+                if let account = SessionEnds.check(id, entry, now: now, &s, again: again) { ended.append(account) }
             }
             return ended
         }
         for account in ended.sorted() { events.emit(.sessionExpired(account: account)) }
+    }
+
+    /// One session was stored or renewed: announced at once when it has
+    /// ended, else the timer is brought forward when it ends first. A removal
+    /// needs nothing: a timer set for it fires, finds nothing, and is set again.
+    func changed(_ id: String, _ entry: SessionTable.Entry, now: Double = Date().timeIntervalSince1970,
+                 again: @escaping @Sendable () -> Void) {
+        let ended = state.withLock { s -> String? in
+            if let was = s.announced[id], was != SessionEnds.end(of: entry.meta) { s.announced[id] = nil }
+            return SessionEnds.check(id, entry, now: now, &s, again: again)
+        }
+        if let ended { events.emit(.sessionExpired(account: ended)) }
+    }
+
+    /// The account of `entry` if its end has come and was not announced;
+    /// otherwise the timer is set for its end when that comes first.
+    private static func check(_ id: String, _ entry: SessionTable.Entry, now: Double, _ s: inout State,
+                              again: @escaping @Sendable () -> Void) -> String? {
+        guard s.announced[id] == nil, let end = SessionEnds.end(of: entry.meta) else { return nil }
+        if Double(end) <= now {
+            s.announced[id] = end
+            return entry.meta.account
+        }
+        let due = min(end, Int64(now) + SessionEnds.longestSleep)
+        guard s.due.map({ due < $0 }) ?? true else { return nil }
+        s.timer?.cancel()
+        s.due = due
+        s.timer = Task {
+            try? await Task.sleep(for: .seconds(Double(due) - now))
+            guard !Task.isCancelled else { return }
+            again()
+        }
+        return nil
     }
 
     /// Whether the end of session `id` was announced already.

@@ -55,8 +55,8 @@ final class SessionTable: Sendable {
         watchEnds()
     }
 
-    /// Hands the sessions to `ends`, which announces those that ended and
-    /// wakes this again at the next end.
+    /// Hands all the sessions to `ends` (at start, and when its timer fires),
+    /// which announces those that ended and wakes this again at the next end.
     func watchEnds() {
         ends.update(allEntries()) { [weak self] in self?.watchEnds() }
     }
@@ -127,14 +127,13 @@ final class SessionTable: Sendable {
             s.entries[id] = entry
             s.accountIndex[entry.meta.account] = id
         }
-        watchEnds()
+        ends.changed(id, entry) { [weak self] in self?.watchEnds() }
     }
 
     func remove(_ id: String) {
         state.withLock { s in
             if let old = s.entries.removeValue(forKey: id) { s.accountIndex[old.meta.account] = nil }
         }
-        watchEnds()
     }
 
     func removeAll() {
@@ -142,6 +141,5 @@ final class SessionTable: Sendable {
             s.entries.removeAll()
             s.accountIndex.removeAll()
         }
-        watchEnds()
     }
 }

@@ -152,12 +152,12 @@ extension Vault {
     /// Tells the event feed which apps may hear about which account (nil: any
     /// app, when grants are not checked).
     func publishAudience() {
+        audienceGeneration = grants.generation
         events.setAudience(Vault.audience(grants, perApp: config.perApp))
     }
 
     nonisolated static func audience(_ grants: AppGrants, perApp: Bool) -> [String: Set<String>]? {
-        guard perApp else { return nil }
-        return grants.all.reduce(into: [:]) { $0[$1.account, default: []].insert($1.app.key) }
+        perApp ? grants.audience : nil
     }
 
     /// The person allows `app` to use `account` from outside the apps

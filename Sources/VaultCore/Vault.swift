@@ -122,10 +122,13 @@ public actor Vault {
     /// Factors whose proof is a secret (the PIN): their slots wrap the vault key.
     nonisolated let secretFactors: Set<String>
     /// Which app may use which account (AppGrants.swift, Vault+Apps.swift).
-    /// Every change also tells the event feed who may hear about which account.
+    /// A change of who is granted what also tells the event feed who may hear
+    /// about which account (a release's last-use note does not).
     var grants: AppGrants {
-        didSet { publishAudience() }
+        didSet { if grants.generation != audienceGeneration { publishAudience() } }
     }
+    /// The grants' generation the event feed was last told.
+    var audienceGeneration = 0
 
     /// Opens (or creates) the vault on a store with the device key.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,

@@ -16,6 +16,17 @@ final class SecretBoxTests: XCTestCase {
         }
     }
 
+    /// The MAC from plain memory is the derivation of the same bytes (stored
+    /// grant ids and audit MACs depend on it).
+    func testMACIsTheDerivationOfItsMessage() throws {
+        let key = try SecureBytes.random(count: 32)
+        for message in [[], Array("a".utf8), Array("flatpak:org.example.App\u{0}kari".utf8), [UInt8](repeating: 7, count: 1000)] {
+            XCTAssertEqual(try KeyDerivation.mac(key: key, message: message),
+                           try KeyDerivation.derive(key: key, parts: [.bytes(message)]).unsafeCopyToArray())
+        }
+        XCTAssertNotEqual(try KeyDerivation.mac(key: key, message: [1]), try KeyDerivation.mac(key: try SecureBytes.random(count: 32), message: [1]))
+    }
+
     func testNonceIsFreshEachTime() throws {
         let k = try key()
         let a = try SecretBox.seal([1, 2, 3], key: k, associatedData: ad)
