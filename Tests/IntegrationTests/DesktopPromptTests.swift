@@ -156,7 +156,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// real vaultd with the real pinentry-gtk2 on Xvfb, as scripts/demo --desktop runs it:
     /// a Demo Vipps login by vaultctl, the app allowed in vaultd's own dialog, the PIN typed into the dialog (a wrong one first), the app's
     /// role-based home in bokmål and English; then both dialogs closed and the app shows
-    /// the vault's sentence. What the app showed is read from its output.
+    /// the vault's sentence; last, the fingerprint dialog (stub reader), closed by vaultd on
+    /// the match. What the app showed is read from its output.
     func testTheGTKExampleAppShowsItsHomeAfterThePINDialog() throws {
         for tool in Self.tools + ["/usr/bin/import"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2, imagemagick)")
@@ -168,13 +169,14 @@ final class DesktopPromptTests: VaultdTestCase {
         addTeardownBlock { try? FileManager.default.removeItem(atPath: shots) }
         let r = try runProcess(root.appendingPathComponent("scripts/demo-desktop").path, [],
                                env: childEnvironment(["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "SCREENSHOTS": shots]),
-                               timeout: 150)
+                               timeout: 240)
         XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
         XCTAssertTrue(r.out.contains("the app: Hei, Kari Nordmann — Mentorhuset Oslo, likeperson"), r.out)
         XCTAssertTrue(r.out.contains("the app: Hello, Kari Nordmann — Mentorhuset Oslo, peer mentor"), r.out)
         XCTAssertTrue(r.out.contains("the app: Avbrutt. Du kan velge en annen måte å logge inn på."), r.out)
         XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
-        for name in ["grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
+        XCTAssertTrue(r.out.contains("vaultd asks for a fingerprint, and closes its dialog on the match\n  screenshot: \(shots)/fingerprint-dialog-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
+        for name in ["fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
             XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
         }
@@ -222,7 +224,7 @@ final class DesktopPromptTests: VaultdTestCase {
             let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
                                    env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
                                                           "PINENTRY": pinentry]),
-                                   timeout: 150)
+                                   timeout: 240)
             XCTAssertEqual(r.exit, 0, "\(pinentry) out:\n\(r.out)\nerr:\n\(r.err)")
             XCTAssertTrue(r.out.contains("a11y: 0 failed"), "\(pinentry): \(r.out)")
             XCTAssertFalse(r.out.contains("CHECK FAIL"), "\(pinentry): \(r.out)")
