@@ -46,8 +46,30 @@ extension Vault {
         keyslots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && keyslots[Vault.personSlotID] != nil)
     }
 
-    public func login(provider id: String, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+    /// Logs in with provider `id`, or, with none named, the one the person
+    /// chooses (vaultd asks: an app that lets vaultd show its own dialogs
+    /// needs to draw nothing for a first login).
+    public func login(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
+        guard let id else {
+            guard conversation.isInteractive else {
+                throw .badRequest(LocalizedText(en: "Say which provider to log in with, for example “bankid” or “vipps”.",
+                                                nb: "Si hvilken tjeneste du vil logge inn med, for eksempel «bankid» eller «vipps»."))
+            }
+            guard !providers.loginProviders.isEmpty else {
+                throw .badRequest(LocalizedText(en: "No login provider is set up here.", nb: "Ingen innloggingstjeneste er satt opp her."))
+            }
+            let names = providers.loginProviders.map(\.displayName).joined(separator: " / ")
+            let chosen: (any IdentityProvider)?
+            do {
+                chosen = try await chooseProvider(providers.loginProviders, conversation,
+                                                  LocalizedText(en: "Log in with \(names).", nb: "Logg inn med \(names)."))
+            } catch {
+                throw failure(from: error)
+            }
+            guard let chosen else { throw VaultFailure(.cancelled) }
+            return try await login(provider: chosen.id, conversation: conversation)
+        }
         guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
             let known = providers.loginProviders.map(\.id).joined(separator: ", ")
             throw .badRequest(LocalizedText(
@@ -206,17 +228,18 @@ extension Vault {
         let candidates = providers.loginProviders
         guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
         let names = candidates.map(\.displayName).joined(separator: " / ")
-        var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
-        options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
-        let choice: String
+        let provider: any IdentityProvider
         do {
-            choice = try await conversation.choose(LocalizedText(en: "Log in with \(names) to continue.",
-                                                                 nb: "Logg inn med \(names) for å fortsette."), options: options)
+            guard let chosen = try await chooseProvider(candidates, conversation,
+                                                        LocalizedText(en: "Log in with \(names) to continue.",
+                                                                      nb: "Logg inn med \(names) for å fortsette.")) else {
+                return .failure(VaultFailure(.cancelled))
+            }
+            provider = chosen
         } catch {
-            // A dialog that timed out or a pinentry that broke says so; only Cancel is `cancelled`.
+            // A dialog that timed out or a pinentry that broke says so; not interactive: what the policy said.
             return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : self.failure(from: error))
         }
-        guard let provider = candidates.first(where: { $0.id == choice }) else { return .failure(VaultFailure(.cancelled)) }
         do {
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
@@ -224,6 +247,16 @@ extension Vault {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Asks the person which provider to log in with: one button each, and
+    /// Cancel (nil).
+    func chooseProvider(_ candidates: [any IdentityProvider], _ conversation: any ClientConversation,
+                        _ question: LocalizedText) async throws(FactorError) -> (any IdentityProvider)? {
+        var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
+        options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
+        let choice = try await conversation.choose(question, options: options)
+        return candidates.first { $0.id == choice }
     }
 
     /// After a first login, or a fallback login caused by a fingerprint that

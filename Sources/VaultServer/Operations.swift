@@ -50,11 +50,8 @@ extension RequestHandler {
             let r = try await vault.logout(account: try optionalString(request, "account"), all: all, requester: conversation.requester)
             return ["revoked": .int(Int64(r.removed)), "revoked_at_provider": .int(Int64(r.revokedAtProvider))]
         case "login":
-            guard let provider = try optionalString(request, "provider") else {
-                throw .badRequest(LocalizedText(en: "Say which provider to log in with, for example “bankid” or “vipps”.",
-                                                nb: "Si hvilken tjeneste du vil logge inn med, for eksempel «bankid» eller «vipps»."))
-            }
-            return try await vault.login(provider: provider, conversation: conversation).json
+            // No provider named: vaultd asks the person which (docs/protocol.md).
+            return try await vault.login(provider: try optionalString(request, "provider"), conversation: conversation).json
         case "enroll", "reenroll":
             let status = try await vault.enroll(try factorField(request), conversation: conversation)
             return status.json(language)

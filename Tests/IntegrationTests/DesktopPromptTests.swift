@@ -156,8 +156,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// real vaultd with the real pinentry-gtk2 on Xvfb, as scripts/demo --desktop runs it:
     /// a Demo Vipps login by vaultctl, the app allowed in vaultd's own dialog, the PIN typed into the dialog (a wrong one first), the app's
     /// role-based home in bokmål and English; then both dialogs closed and the app shows
-    /// the vault's sentence; last, the fingerprint dialog (stub reader), closed by vaultd on
-    /// the match. What the app showed is read from its output.
+    /// the vault's sentence; a first login from the app (which login, the browser, the offer
+    /// of fingerprint login, its scan); last, the fingerprint dialog (stub reader), closed by
+    /// vaultd on the match. What the app showed is read from its output.
     func testTheGTKExampleAppShowsItsHomeAfterThePINDialog() throws {
         for tool in Self.tools + ["/usr/bin/import"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2, imagemagick)")
@@ -175,8 +176,9 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertTrue(r.out.contains("the app: Hello, Kari Nordmann — Mentorhuset Oslo, peer mentor"), r.out)
         XCTAssertTrue(r.out.contains("the app: Avbrutt. Du kan velge en annen måte å logge inn på."), r.out)
         XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
+        XCTAssertTrue(r.out.contains("offers fingerprint login\n  screenshot: \(shots)/login-choice-nb.png\n  screenshot: \(shots)/offer-fingerprint-nb.png\n  screenshot: \(shots)/enroll-fingerprint-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
         XCTAssertTrue(r.out.contains("vaultd asks for a fingerprint, and closes its dialog on the match\n  screenshot: \(shots)/fingerprint-dialog-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
-        for name in ["fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
+        for name in ["login-choice-nb", "offer-fingerprint-nb", "enroll-fingerprint-nb", "fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
             XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
         }

@@ -30,6 +30,23 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(again.accessToken, "AT-bankid-1")
     }
 
+    /// `login` with no provider named: vaultd asks which (one option each and
+    /// Cancel) and logs in with the one chosen; Cancel is `cancelled`, and a
+    /// client that cannot be asked is told to name one.
+    func testALoginWithNoProviderNamedAsksWhichOne() async throws {
+        let vipps = FakeIdentityProvider(id: "vipps", name: "Vipps")
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [FakeIdentityProvider(), vipps]))
+        let client = ScriptedClient(choices: ["vipps"])
+        let s = try await vault.login(provider: nil, conversation: client)
+        XCTAssertEqual(s.meta.provider, "vipps")
+        XCTAssertEqual(client.offeredChoices, [["bankid", "vipps", "cancel"]])
+        let cancelled = await failure { _ = try await vault.login(provider: nil, conversation: ScriptedClient(choices: ["cancel"])) }
+        XCTAssertEqual(cancelled?.code, .cancelled)
+        let silent = await failure { _ = try await vault.login(provider: nil, conversation: ScriptedClient(interactive: false)) }
+        XCTAssertEqual(silent?.code, .badRequest)
+        XCTAssertTrue(silent?.message.en.contains("Say which provider") == true, "\(String(describing: silent))")
+    }
+
     /// With a PIN enrolled a login proves who the person is, not a secret: it
     /// gives a working session at once but never the vault key (docs/key-hierarchy.md).
     func testSameIdentityGetsAFreshSessionButNotTheVaultKeyAnotherIsRefused() async throws {

@@ -89,7 +89,14 @@ class App(Gtk.Window):
         try:
             with VaultClient(self.socket_path, timeout=300) as vault:
                 vault.hello("aktivitetslogg", lang=self.lang, prompter="vault")
-                session = vault.session(self.account)
+                try:
+                    session = vault.session(self.account)
+                except VaultError as e:
+                    if e.code != "no_session":
+                        raise
+                    # Nobody logged in yet: vaultd asks which login, opens the browser and
+                    # offers fingerprint login, in its own dialogs; the app draws none of it.
+                    session = vault.call("login")
             GLib.idle_add(self.show, home_line(session, self.lang), True)
         except VaultConnectionError:
             # Said by the client library in English only: the app says it in the person's language.
