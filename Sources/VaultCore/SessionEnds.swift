@@ -2,15 +2,17 @@ import Foundation
 import Locking
 
 /// Says `session_expired` when a session's end comes, not when an app next asks
-/// for it: a watching app hears it at that moment. One timer, set for the
-/// earliest end in the table and set again whenever the table changes; nothing
-/// runs while no session has a known end.
+/// for it: a watching app hears it at that moment. It keeps each session's end
+/// (the table tells it of every change) and one timer, set for the earliest
+/// end; nothing runs while no session has a known end.
 ///
 /// It only announces. The session stays until a release finds it ended and
 /// removes it (`Sessions.forget`), which then says nothing more, so the app
 /// that asks still gets `session_expired` and every watcher hears it once.
 final class SessionEnds: Sendable {
     private struct State {
+        /// Record id → its account and end, for every session with a known end.
+        var ends: [String: (account: String, end: Int64)] = [:]
         /// Sessions whose end was announced: record id → that end. A session
         /// renewed under the same id (a new login) has a new end to announce.
         var announced: [String: Int64] = [:]
@@ -38,59 +40,65 @@ final class SessionEnds: Sendable {
         meta.hasRefreshToken ? meta.refreshExpiresAt : meta.accessExpiresAt
     }
 
-    /// Announces every session in `entries` that has ended and sets the timer
-    /// for the next end: at start, and when the timer fires (one pass over the
-    /// table then). `again` is how the timer gets the table as it is then.
-    func update(_ entries: [String: SessionTable.Entry], now: Double = Date().timeIntervalSince1970,
-                again: @escaping @Sendable () -> Void) {
-        let ended = state.withLock { s -> [String] in
-            s.announced = s.announced.filter { entries[$0.key].flatMap { SessionEnds.end(of: $0.meta) } == $0.value }
-            s.timer?.cancel()
-            s.timer = nil
-            s.due = nil
-            var ended: [String] = []
-            for (id, entry) in entries {
-                if let account = SessionEnds.check(id, entry, now: now, &s, again: again) { ended.append(account) }
-            }
-            return ended
+    /// Session `id` was stored, renewed (`entry`) or removed (nil).
+    func changed(_ id: String, _ entry: SessionTable.Entry?, now: Double = Date().timeIntervalSince1970) {
+        let end = entry.flatMap { SessionEnds.end(of: $0.meta) }
+        state.withLock { s in
+            s.ends[id] = entry.flatMap { e in end.map { (e.meta.account, $0) } }
+            if s.announced[id] != end { s.announced[id] = nil }
         }
-        for account in ended.sorted() { events.emit(.sessionExpired(account: account)) }
+        announce(now: now)
     }
 
-    /// One session was stored or renewed: announced at once when it has
-    /// ended, else the timer is brought forward when it ends first. A removal
-    /// needs nothing: a timer set for it fires, finds nothing, and is set again.
-    func changed(_ id: String, _ entry: SessionTable.Entry, now: Double = Date().timeIntervalSince1970,
-                 again: @escaping @Sendable () -> Void) {
-        let ended = state.withLock { s -> String? in
-            if let was = s.announced[id], was != SessionEnds.end(of: entry.meta) { s.announced[id] = nil }
-            return SessionEnds.check(id, entry, now: now, &s, again: again)
+    /// Every session at once: at start, and when the table is emptied.
+    func replaceAll(_ entries: [String: SessionTable.Entry], now: Double = Date().timeIntervalSince1970) {
+        state.withLock { s in
+            s.ends = entries.compactMapValues { e in SessionEnds.end(of: e.meta).map { (e.meta.account, $0) } }
+            s.announced = s.announced.filter { s.ends[$0.key]?.end == $0.value }
         }
-        if let ended { events.emit(.sessionExpired(account: ended)) }
-    }
-
-    /// The account of `entry` if its end has come and was not announced;
-    /// otherwise the timer is set for its end when that comes first.
-    private static func check(_ id: String, _ entry: SessionTable.Entry, now: Double, _ s: inout State,
-                              again: @escaping @Sendable () -> Void) -> String? {
-        guard s.announced[id] == nil, let end = SessionEnds.end(of: entry.meta) else { return nil }
-        if Double(end) <= now {
-            s.announced[id] = end
-            return entry.meta.account
-        }
-        let due = min(end, Int64(now) + SessionEnds.longestSleep)
-        guard s.due.map({ due < $0 }) ?? true else { return nil }
-        s.timer?.cancel()
-        s.due = due
-        s.timer = Task {
-            try? await Task.sleep(for: .seconds(Double(due) - now))
-            guard !Task.isCancelled else { return }
-            again()
-        }
-        return nil
+        announce(now: now)
     }
 
     /// Whether the end of session `id` was announced already.
     func wasAnnounced(_ id: String) -> Bool { state.withLock { $0.announced[id] != nil } }
 
+    /// Stops the timer (its table is gone).
+    func stop() {
+        state.withLock { s in
+            s.timer?.cancel()
+            s.timer = nil
+            s.due = nil
+        }
+    }
+
+    /// Announces every end that has come and sets the timer for the next one.
+    private func announce(now: Double) {
+        let ended = state.withLock { s -> [String] in
+            var ended: [String] = []
+            var next: Int64?
+            for (id, session) in s.ends where s.announced[id] == nil {
+                if Double(session.end) <= now {
+                    s.announced[id] = session.end
+                    ended.append(session.account)
+                } else {
+                    next = min(next ?? session.end, session.end)
+                }
+            }
+            let due = next.map { min($0, Int64(now) + SessionEnds.longestSleep) }
+            guard due != s.due else { return ended }
+            s.timer?.cancel()
+            s.due = due
+            // The timer holds this object until it fires or is cancelled (`stop`).
+            s.timer = due.map { due in
+                Task {
+                    try? await Task.sleep(for: .seconds(Double(due) - now))
+                    guard !Task.isCancelled else { return }
+                    self.state.withLock { $0.due = nil }
+                    self.announce(now: Date().timeIntervalSince1970)
+                }
+            }
+            return ended
+        }
+        for account in ended.sorted() { events.emit(.sessionExpired(account: account)) }
+    }
 }

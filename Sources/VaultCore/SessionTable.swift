@@ -52,14 +52,10 @@ final class SessionTable: Sendable {
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }
         state = Locked(s)
-        watchEnds()
+        ends.replaceAll(entries)
     }
 
-    /// Hands all the sessions to `ends` (at start, and when its timer fires),
-    /// which announces those that ended and wakes this again at the next end.
-    func watchEnds() {
-        ends.update(allEntries()) { [weak self] in self?.watchEnds() }
-    }
+    deinit { ends.stop() }
 
     var vaultKey: SecureBytes? { state.withLock { $0.vaultKey } }
     var lastActivity: Double { state.withLock { $0.lastActivity } }
@@ -127,13 +123,14 @@ final class SessionTable: Sendable {
             s.entries[id] = entry
             s.accountIndex[entry.meta.account] = id
         }
-        ends.changed(id, entry) { [weak self] in self?.watchEnds() }
+        ends.changed(id, entry)
     }
 
     func remove(_ id: String) {
         state.withLock { s in
             if let old = s.entries.removeValue(forKey: id) { s.accountIndex[old.meta.account] = nil }
         }
+        ends.changed(id, nil)
     }
 
     func removeAll() {
@@ -141,5 +138,6 @@ final class SessionTable: Sendable {
             s.entries.removeAll()
             s.accountIndex.removeAll()
         }
+        ends.replaceAll([:])
     }
 }
