@@ -21,6 +21,7 @@ import threading
 import time
 
 import pyatspi
+from atspi_wait import wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"))
@@ -73,11 +74,21 @@ def dialog_tree(describe, timeout=20):
     return None
 
 
+def start_gcr_prompter(timeout=60):
+    """GNOME's prompter is started by the session bus on first use; start it now, as a running
+    GNOME session has (pinentry-gnome3 gives up when it cannot reach it in time)."""
+    r = subprocess.run(["dbus-send", "--session", "--print-reply", "--reply-timeout=%d" % (timeout * 1000),
+                        "--dest=org.gnome.keyring.SystemPrompter", "/org/gnome/keyring/Prompter",
+                        "org.freedesktop.DBus.Peer.Ping"], capture_output=True, text=True, timeout=timeout + 5)
+    return r.returncode == 0
+
+
 def main():
     work = tempfile.mkdtemp(prefix="sv-a11y-")
     launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
+    # Cold, the stack can keep pinentry's greeting waiting longer than vaultd waits for it.
+    check(wait_for_registry(), "the accessibility registry answers")
     # What Orca does when it starts: tells toolkits that a screen reader listens (Qt exposes
     # its widgets only then).
     subprocess.run(["dbus-send", "--session", "--dest=org.a11y.Bus", "/org/a11y/bus", "org.freedesktop.DBus.Properties.Set",
@@ -91,9 +102,13 @@ def main():
     env = dict(os.environ, GTK_MODULES="gail:atk-bridge", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1", HOME=work)
     for key in ("LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
         env.pop(key, None)
+    if "gnome3" in PINENTRY:
+        check(start_gcr_prompter(), "GNOME's prompter (gcr-prompter) is running")
+    # vaultd's log names why a dialog failed (it holds no secret): shown when a check fails.
+    vaultd_log = open(os.path.join(work, "vaultd.log"), "w+")
     vaultd = subprocess.Popen([os.environ["VAULTD"], "--keyring=file", "--data-dir", os.path.join(work, "data"),
                                "--socket", socket_path, "--config", config], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=vaultd_log)
     try:
         for _ in range(100):
             if os.path.exists(socket_path):
@@ -149,6 +164,12 @@ def main():
     finally:
         vaultd.terminate()
         vaultd.wait(10)
+        if failures:
+            vaultd_log.seek(0)
+            for line in vaultd_log:
+                if " warning " in line or " error " in line:
+                    print("VAULTD " + line.rstrip(), flush=True)
+        vaultd_log.close()
         launcher.terminate()
         shutil.rmtree(work, ignore_errors=True)
     print("a11y: %d failed" % failures, flush=True)

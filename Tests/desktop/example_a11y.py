@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import pyatspi
+from atspi_wait import wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python", "example_gtk.py")
@@ -37,7 +38,7 @@ def nodes(node, out):
 def main():
     launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
+    check(wait_for_registry(), "the accessibility registry answers")
     missing = os.path.join(tempfile.mkdtemp(prefix="sv-app-a11y-"), "no-vault.sock")
     app = subprocess.Popen(["/usr/bin/python3", APP, "--socket", missing], stdout=subprocess.PIPE, text=True,
                            env=dict(os.environ, LANG="nb_NO.UTF-8", LC_ALL="nb_NO.UTF-8"))
@@ -45,7 +46,8 @@ def main():
         said = app.stdout.readline().strip()
         check(said.startswith("Hvelvet (SessionVault) kjører ikke."), "the app says it in bokmål: %r" % said)
         found = []
-        for _ in range(30):
+        end = time.time() + 30
+        while time.time() < end:
             found = [n for a in pyatspi.Registry.getDesktop(0) if a is not None and a.name == "example_gtk.py"
                      for n in nodes(a, [])]
             if any(n.getRoleName() == "push button" for n in found):
