@@ -37,13 +37,20 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     static let messageGrace: Duration = .milliseconds(300)
 
     public func show(_ message: LocalizedText) async {
+        await show(message, onlyUntilAQuestion: false)
+    }
+
+    /// `onlyUntilAQuestion`: the message says what is happening now (“log in
+    /// in your browser”); a question that follows means it is over, so the
+    /// message is dropped rather than put on top of that question.
+    func show(_ message: LocalizedText, onlyUntilAQuestion: Bool) async {
         guard hangup?.hasFired != true else { return }
-        let generation = state.setPending(message.text(language))
+        let generation = state.setPending(message.text(language), onlyUntilAQuestion: onlyUntilAQuestion)
         let dialog = self.dialog(.message, text: "", ok: Messages.dialogClose)
         let state = self.state
         Task {
             try? await Task.sleep(for: Self.messageGrace)
-            guard let text = state.takePending(ifGeneration: generation) else { return }
+            guard let text = state.takePendingMessage(ifGeneration: generation) else { return }
             var d = dialog
             d.description += text
             _ = try? await self.present(d, preemptible: true)
@@ -107,7 +114,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     public func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
         var d = dialog(.pin, text: prompt.text(language), ok: Messages.dialogOK)
         d.prompt = Messages.dialogPINLabel.text(language)
-        d.error = state.takePending()
+        d.error = state.takePendingForQuestion()
         switch try await run(d) {
         case .pin(let bytes, _): return bytes
         case .ok, .notOK: throw .cancelled
@@ -120,7 +127,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     public func askNewSecret(_ prompt: LocalizedText, again: LocalizedText, mismatch: LocalizedText) async throws(FactorError) -> SecureBytes? {
         var d = dialog(.newPIN(again: again.text(language), mismatch: mismatch.text(language)), text: prompt.text(language), ok: Messages.dialogOK)
         d.prompt = Messages.dialogPINLabel.text(language)
-        d.error = state.takePending()
+        d.error = state.takePendingForQuestion()
         guard case .pin(let first, let repeated) = try await run(d) else { throw .cancelled }
         if repeated { return first }
         let second = try await askSecret(again)
@@ -196,9 +203,9 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         var env = display.environment(over: prompter.baseEnvironment)
         env["SESSIONVAULT_PINENTRY"] = nil
         if Prompter.resolve("xdg-open", path: env["PATH"]).map({ spawnDetached($0, [url], environment: env) }) == true {
-            await show(text)
+            await show(text, onlyUntilAQuestion: true)
         } else {
-            await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
+            await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"), onlyUntilAQuestion: true)
         }
     }
 
@@ -207,7 +214,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         let asking = state.appName(requester).map { Messages.appAsks($0) } ?? Messages.unknownAppAsks
         var description = asking.text(language) + "\n\n" + text
         // A message shown just before a question that is not a PIN goes on top of it.
-        if kind == .confirm, let pending = state.takePending() {
+        if kind == .confirm, let pending = state.takePendingForQuestion() {
             description = asking.text(language) + "\n\n" + pending + "\n\n" + text
         }
         return Dialog(kind: kind, title: Messages.dialogTitle.text(language), description: description,
@@ -244,26 +251,37 @@ enum WaitEvent<T: Sendable>: Sendable {
 /// What one conversation remembers between its dialogs.
 final class ConversationState: Sendable {
     private struct Inner {
-        var pending: String?
+        /// Messages not shown yet, each with whether a question drops it.
+        var pending: [(text: String, onlyUntilAQuestion: Bool)] = []
         var generation = 0
         var appName: String??
     }
     private let inner = Locked(Inner())
 
-    func setPending(_ text: String) -> Int {
+    func setPending(_ text: String, onlyUntilAQuestion: Bool) -> Int {
         inner.withLock { s in
             // Two messages in a row are both said.
-            s.pending = s.pending.map { $0 + "\n" + text } ?? text
+            s.pending.append((text, onlyUntilAQuestion))
             s.generation += 1
             return s.generation
         }
     }
 
-    func takePending(ifGeneration generation: Int? = nil) -> String? {
+    /// For a message dialog of its own: every pending message, if none came after `generation`'s.
+    func takePendingMessage(ifGeneration generation: Int) -> String? {
         inner.withLock { s in
-            if let generation, generation != s.generation { return nil }
-            defer { s.pending = nil }
-            return s.pending
+            guard generation == s.generation, !s.pending.isEmpty else { return nil }
+            defer { s.pending = [] }
+            return s.pending.map(\.text).joined(separator: "\n")
+        }
+    }
+
+    /// For a question: the messages that belong on top of it.
+    func takePendingForQuestion() -> String? {
+        inner.withLock { s in
+            defer { s.pending = [] }
+            let kept = s.pending.filter { !$0.onlyUntilAQuestion }.map(\.text)
+            return kept.isEmpty ? nil : kept.joined(separator: "\n")
         }
     }
 

@@ -97,6 +97,38 @@ final class PrompterTests: XCTestCase {
         XCTAssertTrue(log.contains("SETOK Close"), "\(log)")
     }
 
+    /// The login page is opened by vaultd (`xdg-open`) and said in a message
+    /// dialog; a question after it (the offer of fingerprint login) means the
+    /// login is over, so the message is not put on top of that question.
+    func testTheBrowserMessageIsShownAloneAndNeverOnTheQuestionAfterIt() async throws {
+        let bin = dir + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try "#!/bin/sh\necho \"$1\" > \"\(dir)/opened\"\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
+        chmod(bin + "/xdg-open", 0o755)
+        try ["ok"].map { $0 + "\n" }.joined().write(toFile: scriptPath, atomically: true, encoding: .utf8)
+        let p = Prompter(configured: Self.fake, environment: ["PATH": bin + ":/usr/bin:/bin", "FAKE_PINENTRY_LOG": logPath,
+                                                             "FAKE_PINENTRY_SCRIPT": scriptPath, "DISPLAY": ":99"],
+                         timeout: 20, setupTimeout: 2)
+        let c = conversation(p)
+        let url = "https://idp.example.test/authorize?state=s1"
+        let browser = LocalizedText(en: "Log in with Vipps in your browser.", nb: "Logg inn med Vipps i nettleseren.")
+        // A login that ends at once (the provider remembered the person): the question comes next.
+        try await c.openURL(url, browser)
+        let yes = try await c.confirm(LocalizedText(en: "Turn on fingerprint login?", nb: "Slå på innlogging med fingeravtrykk?"),
+                                      yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)
+        XCTAssertTrue(yes)
+        XCTAssertTrue(waitFor { (try? String(contentsOfFile: self.dir + "/opened", encoding: .utf8)) == url + "\n" }, "xdg-open got the URL")
+        try await Task.sleep(for: .milliseconds(600))
+        XCTAssertEqual(log.filter { $0.hasPrefix("SETDESC") },
+                       ["SETDESC ‘aktivitetslogg’ wants to use your login.%0A%0ATurn on fingerprint login?"], "\(log)")
+        XCTAssertFalse(log.contains("MESSAGE"), "\(log)")
+
+        // A login that takes a while: the message has a dialog of its own.
+        try await c.openURL(url, browser)
+        XCTAssertTrue(waitFor { self.log.contains("MESSAGE") }, "\(log)")
+        XCTAssertTrue(log.contains("SETDESC ‘aktivitetslogg’ wants to use your login.%0A%0ALog in with Vipps in your browser."), "\(log)")
+    }
+
     func testNewPINIsTypedTwiceInOneDialogWithSETREPEAT() async throws {
         let c = conversation(try prompter(script: ["pin 730641"]))
         let again = LocalizedText(en: "Type the same PIN again:", nb: "Skriv den samme PIN-koden en gang til:")
