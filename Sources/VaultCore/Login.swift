@@ -52,18 +52,11 @@ extension Vault {
     public func login(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         touch()
         guard let id else {
-            guard conversation.isInteractive else {
-                throw .badRequest(LocalizedText(en: "Say which provider to log in with, for example “bankid” or “vipps”.",
-                                                nb: "Si hvilken tjeneste du vil logge inn med, for eksempel «bankid» eller «vipps»."))
-            }
-            guard !providers.loginProviders.isEmpty else {
-                throw .badRequest(LocalizedText(en: "No login provider is set up here.", nb: "Ingen innloggingstjeneste er satt opp her."))
-            }
-            let names = providers.loginProviders.map(\.displayName).joined(separator: " / ")
+            guard conversation.isInteractive else { throw .badRequest(Messages.loginNeedsProvider) }
+            guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
             let chosen: (any IdentityProvider)?
             do {
-                chosen = try await chooseProvider(providers.loginProviders, conversation,
-                                                  LocalizedText(en: "Log in with \(names).", nb: "Logg inn med \(names)."))
+                chosen = try await chooseProvider(providers.loginProviders, conversation, toContinue: false)
             } catch {
                 throw failure(from: error)
             }
@@ -227,12 +220,9 @@ extension Vault {
     func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
         let candidates = providers.loginProviders
         guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
-        let names = candidates.map(\.displayName).joined(separator: " / ")
         let provider: any IdentityProvider
         do {
-            guard let chosen = try await chooseProvider(candidates, conversation,
-                                                        LocalizedText(en: "Log in with \(names) to continue.",
-                                                                      nb: "Logg inn med \(names) for å fortsette.")) else {
+            guard let chosen = try await chooseProvider(candidates, conversation, toContinue: true) else {
                 return .failure(VaultFailure(.cancelled))
             }
             provider = chosen
@@ -252,10 +242,11 @@ extension Vault {
     /// Asks the person which provider to log in with: one button each, and
     /// Cancel (nil).
     func chooseProvider(_ candidates: [any IdentityProvider], _ conversation: any ClientConversation,
-                        _ question: LocalizedText) async throws(FactorError) -> (any IdentityProvider)? {
-        var options = candidates.map { ChoiceOption(value: $0.id, label: LocalizedText(en: "Use \($0.displayName)", nb: "Bruk \($0.displayName)")) }
-        options.append(ChoiceOption(value: "cancel", label: LocalizedText(en: "Cancel", nb: "Avbryt")))
-        let choice = try await conversation.choose(question, options: options)
+                        toContinue: Bool) async throws(FactorError) -> (any IdentityProvider)? {
+        var options = candidates.map { ChoiceOption(value: $0.id, label: Messages.useProvider($0.displayName)) }
+        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
+        let choice = try await conversation.choose(Messages.chooseLogin(candidates.map(\.displayName), toContinue: toContinue),
+                                                   options: options)
         return candidates.first { $0.id == choice }
     }
 

@@ -242,6 +242,29 @@ public enum Messages {
             nb: "\(provider) er midlertidig utilgjengelig. Prøv \(alternatives.joined(separator: " eller ")) i stedet, eller prøv igjen senere")
     }
 
+    /// Which login: the question before one button per provider ("BankID / Vipps");
+    /// `toContinue` when the login is what stands between the app and its session.
+    public static func chooseLogin(_ providers: [String], toContinue: Bool) -> LocalizedText {
+        let names = providers.joined(separator: " / ")
+        return toContinue
+            ? LocalizedText(en: "Log in with \(names) to continue.", nb: "Logg inn med \(names) for å fortsette.")
+            : LocalizedText(en: "Log in with \(names).", nb: "Logg inn med \(names).")
+    }
+
+    /// The button for one provider in that choice.
+    public static func useProvider(_ provider: String) -> LocalizedText {
+        LocalizedText(en: "Use \(provider)", nb: "Bruk \(provider)")
+    }
+
+    /// A `login` without a provider from a client that cannot be asked which.
+    public static let loginNeedsProvider = LocalizedText(
+        en: "Say which provider to log in with, for example “bankid” or “vipps”.",
+        nb: "Si hvilken tjeneste du vil logge inn med, for eksempel «bankid» eller «vipps».")
+
+    /// A `login` without a provider where none is set up.
+    public static let noLoginProvider = LocalizedText(
+        en: "No login provider is set up here.", nb: "Ingen innloggingstjeneste er satt opp her.")
+
     /// The prompt that goes with the authorization URL.
     public static func openBrowserToLogIn(provider: String) -> LocalizedText {
         LocalizedText(en: "Log in with \(provider) in your browser.", nb: "Logg inn med \(provider) i nettleseren.")
