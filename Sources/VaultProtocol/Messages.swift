@@ -263,7 +263,8 @@ public enum Messages {
 
     /// A `login` without a provider where none is set up.
     public static let noLoginProvider = LocalizedText(
-        en: "No login provider is set up here.", nb: "Ingen innloggingstjeneste er satt opp her.")
+        en: "No login provider is set up here. Ask whoever set up this computer to add BankID or Vipps ([providers] in config.toml), then try again.",
+        nb: "Ingen innloggingstjeneste er satt opp her. Be den som satte opp maskinen om å legge til BankID eller Vipps ([providers] i config.toml), og prøv igjen.")
 
     /// The prompt that goes with the authorization URL.
     public static func openBrowserToLogIn(provider: String) -> LocalizedText {

@@ -45,6 +45,15 @@ final class LoginTests: XCTestCase {
         let silent = await failure { _ = try await vault.login(provider: nil, conversation: ScriptedClient(interactive: false)) }
         XCTAssertEqual(silent?.code, .badRequest)
         XCTAssertTrue(silent?.message.en.contains("Say which provider") == true, "\(String(describing: silent))")
+        // Nothing to choose from: said, with whom to ask, in both languages; nobody is asked.
+        let none = try fx.vault([pin])
+        let asked = ScriptedClient(choices: ["bankid"])
+        let empty = await failure { _ = try await none.login(provider: nil, conversation: asked) }
+        XCTAssertEqual(empty?.code, .badRequest)
+        XCTAssertEqual(empty?.message, Messages.noLoginProvider)
+        XCTAssertTrue(empty?.message.en.contains("Ask whoever set up this computer") == true, "\(String(describing: empty))")
+        XCTAssertTrue(empty?.message.nb.contains("Be den som satte opp maskinen") == true, "\(String(describing: empty))")
+        XCTAssertEqual(asked.offeredChoices, [])
     }
 
     /// With a PIN enrolled a login proves who the person is, not a secret: it
