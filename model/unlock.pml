@@ -32,6 +32,8 @@
  *   BUG_ENROLL_TWO_TXNS         enrolling a PIN writes `pin`, then deletes `device`, in two transactions
  *   BUG_DELETE_LAST_SLOT        disabling the PIN counts the fingerprint as a remaining
  *                               way in and does not put `device` back
+ *   BUG_FP_COUNT_PER_ATTEMPT    an unlock that ends in Cancel or a timeout starts the
+ *                               failed-scan count again (each attempt gets fresh tries)
  */
 
 #define FREE      2   /* wrong PINs before a lockout (the real throttle has more; the shape is the same) */
@@ -78,7 +80,7 @@ byte reader;                    /* the reader's enrollment digest now */
 /* vaultd memory */
 bit  vk_mem, rk_mem, softbox, strong_run;
 bit  busy;                      /* an unlock is running (single-flight: ensureUnlocked) */
-byte sb_dig, fp_fails;
+byte sb_dig, fp_fails;          /* fp_fails: failed scans against this soft box (SoftUnlock.failedScans) */
 byte epoch;                     /* bumps on every restart: work in flight is lost */
 /* the person */
 bit  working;
@@ -87,13 +89,15 @@ byte crashes_left = CRASHES, wrong_left = WRONG_PINS, locks_left = LOCKS;
 /* ghosts: what the properties look at */
 byte credits;                   /* durable counter increments not yet used by a check */
 bit  owed;                      /* the count reached the limit: a lockout is owed until one ends */
-bit  bad_release, bad_fp_open, bad_uncounted, bad_lockout, attacker_won;
+bit  bad_release, bad_fp_open, bad_uncounted, bad_lockout, attacker_won, bad_fp_guess;
+byte box_misses;                /* misses since this soft box was made or last matched, however counted */
 
 ltl locked_releases_nothing       { [] !bad_release }
 ltl stale_fingerprint_never_opens { [] !bad_fp_open }
 ltl pin_counted_before_check      { [] !bad_uncounted }
 ltl pin_lockout_holds             { [] !bad_lockout }
 ltl dk_and_disk_open_nothing      { [] !attacker_won }
+ltl fp_tries_bounded              { [] !bad_fp_guess }
 ltl no_dead_end                   { [] <> working }
 ltl old_sessions_reachable        { [] <> vk_mem }
 
@@ -115,16 +119,21 @@ ltl w_killed_in_attempt  { [] !(seen & 128) }
 #define W(bit) skip
 #endif
 
+/* A new soft box starts with no failed scans: the count lives with the box
+ * (SoftUnlock.failedScans), so what makes a box (the PIN, a login that reaches
+ * VK, setting the fingerprint up, a start without a PIN) is what resets it. */
+inline new_softbox(d) { softbox = 1; sb_dig = d; fp_fails = 0; box_misses = 0 }
+
 /* A hard unlock (PIN, a login without a PIN, the device slot at start) puts VK
  * in memory and, with a fingerprint set up, (re)fills the soft box. */
 inline fill_softbox() {
   if
-  :: fp_rec -> softbox = 1; sb_dig = fp_dig
+  :: fp_rec -> new_softbox(fp_dig)
   :: else -> skip
   fi
 }
 inline hard_open() { vk_mem = 1; fill_softbox() }
-inline wipe_softbox() { softbox = 0; sb_dig = 0 }
+inline wipe_softbox() { softbox = 0; sb_dig = 0; fp_fails = 0 }
 
 /* vaultd starts: memory is empty. Without a PIN the device slot is opened at
  * once; with a fingerprint its VK goes into the soft box and the vault stays locked. */
@@ -132,7 +141,7 @@ inline restart() {
   vk_mem = 0; rk_mem = 0; strong_run = 0; fp_fails = 0; working = 0; busy = 0;
   wipe_softbox();
   if
-  :: dev_slot && fp_rec -> softbox = 1; sb_dig = fp_dig
+  :: dev_slot && fp_rec -> new_softbox(fp_dig)
   :: dev_slot && !fp_rec -> vk_mem = 1
   :: else -> skip
   fi
@@ -223,14 +232,16 @@ inline release_old() {
   fi
 }
 
-/* A fingerprint scan while locked. */
+/* A fingerprint scan while locked. The fingerprint is asked only while its
+ * soft box lives (UnlockPolicy.usableFactors), so the Env offers a scan only then. */
 inline scan() {
+  if :: softbox && box_misses >= FP_TRIES -> bad_fp_guess = 1 :: else -> skip fi;
   if
   :: true ->                              /* the enrolled finger */
      if
      :: SOFTBOX_OPENS ->
         if :: !(fp_rec && fp_dig == reader) -> bad_fp_open = 1 :: else -> skip fi;
-        vk_mem = 1; fp_fails = 0; W(4)
+        vk_mem = 1; fp_fails = 0; box_misses = 0; W(4)   /* a match forgives the misses before it */
      :: !(SOFTBOX_OPENS) && fp_dig != reader ->
         /* the record's MAC is good and its digest differs: an enrollment change.
          * Clear the record, wipe the soft box, go to BankID/Vipps. */
@@ -240,13 +251,24 @@ inline scan() {
      :: !(SOFTBOX_OPENS) && fp_dig == reader && !FP_ROW_OPENS_VK ->
         skip                              /* no soft box: the PIN or a login is needed once */
      fi
-  :: true ->                              /* another finger */
+  :: true ->                              /* another finger: counted across attempts */
      fp_fails++;
+     if :: box_misses < FP_TRIES -> box_misses++ :: else -> skip fi;
      if
-     :: fp_fails >= FP_TRIES -> fp_fails = 0; wipe_softbox(); W(6)   /* the fallback */
+     :: fp_fails >= FP_TRIES -> wipe_softbox(); W(6)   /* the fallback */
      :: else -> skip
      fi
   fi
+}
+
+/* An unlock that ends without a match: Cancel (in the dialog or at the reader),
+ * a scan timeout, a button to another way in. The misses so far stay counted. */
+inline scan_ends() {
+#ifdef BUG_FP_COUNT_PER_ATTEMPT
+  fp_fails = 0
+#else
+  skip
+#endif
 }
 
 proctype Owner() {
@@ -265,7 +287,8 @@ proctype Env() {
 end:
   do
   :: pin_attempt(0, wrong_left > 0)    /* someone guesses a wrong PIN */
-  :: atomic { fp_rec && !vk_mem -> scan() }            /* a scan */
+  :: atomic { fp_rec && !vk_mem && softbox -> scan() }            /* a scan */
+  :: atomic { fp_rec && !vk_mem && softbox -> scan_ends() }       /* Cancel or a timeout */
   :: atomic { reader < MAXDIG -> reader++ }            /* the enrollment changes */
   :: atomic { softbox -> wipe_softbox() }              /* fingerprint_max_hours */
   :: atomic { lockout -> lockout = 0; owed = 0 }     /* time passes */
@@ -275,7 +298,7 @@ end:
   /* Another person's login (an identity other than the login row's) is
    * refused and changes nothing, so it is no transition here. */
   :: atomic { vk_mem && !fp_rec && (!stale || strong_run) ->        /* set up the fingerprint */
-              fp_rec = 1; fp_dig = reader; stale = 0; softbox = 1; sb_dig = reader }
+              fp_rec = 1; fp_dig = reader; stale = 0; new_softbox(reader) }
   :: atomic { vk_mem && fp_rec -> fp_rec = 0; fp_dig = 0; wipe_softbox() }    /* disable it */
 #ifndef BUG_ENROLL_TWO_TXNS
   :: atomic { vk_mem && !pin_slot ->                   /* enroll a PIN: one transaction */

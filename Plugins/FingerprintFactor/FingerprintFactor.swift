@@ -14,8 +14,11 @@ import VaultFactor
 ///   digest of the enrollment *as it is right after the match*: if a finger was
 ///   added, removed or enrolled again since the slot was made, the digest differs,
 ///   the slot fails to open, and the vault deletes it (`enrollment_changed`).
-///   `attempts` failed scans in a row → `tooManyAttempts`; hardware error or a
-///   vanished reader → `unavailable` at once, so the vault falls back quickly.
+///   `attempts` failed scans → `tooManyAttempts`, counted across unlocks: the
+///   vault keeps the count (`EnrolledSlot.failures`) from the last PIN, login or
+///   match, so Cancel or a timeout between misses gives no fresh tries; each
+///   miss is recorded the moment it happens. Hardware error or a vanished
+///   reader → `unavailable` at once, so the vault falls back quickly.
 public struct FingerprintFactor: UnlockFactor {
     public let reader: any FingerprintReader
     /// How long one scan waits for a finger.
@@ -133,8 +136,16 @@ public struct FingerprintFactor: UnlockFactor {
         // set proves nothing and opens nothing (enroll refuses an empty reader),
         // but lets the vault see the change and clear the slot at once.
         if try await currentFingers().isEmpty { return try await proof() }
-        var message = Text.touchToUnlock
-        var failures = 0
+        // Failed scans count across unlocks (the vault keeps them in `slot.failures`):
+        // two misses, then Cancel, leave one try, not three.
+        let tally = slot.failures
+        var failures = tally.failures
+        if failures >= attempts {
+            // The vault drops the soft unlock at the limit, so this is only a guard.
+            await conversation.show(Text.lastFailure)
+            throw .tooManyAttempts
+        }
+        var message = failures == 0 ? Text.touchToUnlock : Text.touchToUnlock(left: attempts - failures)
         var unclear = 0
         while true {
             let outcome = try await scan(showing: message, conversation)
@@ -142,7 +153,8 @@ public struct FingerprintFactor: UnlockFactor {
             case .match:
                 return try await proof()
             case .noMatch:
-                failures += 1
+                // Recorded at once, so that a Cancel or a timeout after it cannot undo it.
+                failures = tally.record()
                 if failures >= attempts { await conversation.show(Text.lastFailure) }
                 message = Text.notRecognised(left: attempts - failures)
             case .retry, .unclear:
@@ -223,6 +235,13 @@ enum Text {
         LocalizedText(
             en: "Fingerprint login was not turned on: the reader did not recognise your finger \(attempts) times. Check that the finger is added in your computer's settings, then try again.",
             nb: "Fingeravtrykkpålogging ble ikke slått på: leseren kjente ikke igjen fingeren \(attempts) ganger. Sjekk at fingeren er lagt til i innstillingene på datamaskinen, og prøv igjen.")
+    }
+
+    /// The first prompt of an unlock after earlier failed scans: how many are left.
+    static func touchToUnlock(left: Int) -> LocalizedText {
+        func sentence(_ s: String) -> String { s.hasSuffix(".") ? String(s.dropLast()) : s }
+        return LocalizedText(en: "\(sentence(touchToUnlock.en)) (\(triesLeft(left, .en))).",
+                             nb: "\(sentence(touchToUnlock.nb)) (\(triesLeft(left, .nb))).")
     }
 
     static func notRecognised(left: Int) -> LocalizedText {

@@ -15,6 +15,16 @@ struct SoftUnlock {
     /// When the PIN or a login last opened the vault: the box lives
     /// `fingerprint_max_hours` from then.
     let since: Double
+    /// Failed scans against this box, across unlocks (requests, connections,
+    /// Cancel, timeouts). It lives here because what resets it is exactly what
+    /// makes a new box: the PIN, a login that reaches the vault key, setting the
+    /// factor up (`Vault.openHard`, `Vault.adopt`, `Vault.enroll`); a match sets it
+    /// back to 0; the factor's limit drops the box and the count with it, and so
+    /// do an enrollment change, `fingerprint_max_hours` and a restart. A login at
+    /// a locked vault with a PIN makes no box and so resets nothing: it is also
+    /// how a stranger with their own BankID logs in, and must buy no fresh tries.
+    /// model/unlock.pml: `fp_fails`.
+    var failedScans = 0
 
     private static let label = "sessionvault/soft-unlock/v1"
 
@@ -34,6 +44,10 @@ struct SoftUnlock {
         guard let k = try? Self.key(ephemeralKey, digest) else { return nil }
         return try? SecretBox.open(box, key: k, associatedData: Array("\(Self.label)|\(factor.rawValue)".utf8))
     }
+
+    /// The same box (not one made since by a PIN or a login): a count read
+    /// before a scan is written back only into the box it was read from.
+    func isSameBox(as other: SoftUnlock) -> Bool { ephemeralKey === other.ephemeralKey }
 
     func expired(now: Double, maxSeconds: Double) -> Bool {
         maxSeconds > 0 && now - since >= maxSeconds

@@ -141,10 +141,16 @@ extension Vault {
                 if wait > 0 { return .next(.lockedOut(retryAfter: wait, factors: policy.lockedFactorList)) }
             }
             let proof: FactorProof
+            // A presence factor's failed scans count across unlocks: the count lives
+            // with its soft box, the factor adds each miss to the tally as it happens.
+            let box = d.contribution == .presenceOnly ? softBoxes[d.id] : nil
+            let tally = FailureTally(box?.failedScans ?? 0)
             do {
                 proof = try await factor.verify(asked, slot: EnrolledSlot(
-                    factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round))
+                    factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round, failures: tally))
             } catch {
+                // Kept however the scan ended (Cancel, a timeout, a button): no fresh tries.
+                keepFailedScans(tally, countedAgainst: box, of: d.id)
                 if error == .notInteractive { return .stop(policy.lockedFailure()) }
                 switch offering.choice {
                 case .chose(let choice)?:
@@ -163,6 +169,7 @@ extension Vault {
                 audit.record("unlock", factor: d.id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
                 return .next(failure(from: error))
             }
+            keepFailedScans(tally, countedAgainst: box, of: d.id)
             round += 1
             switch d.contribution {
             case .lowEntropySecret:
@@ -230,7 +237,16 @@ extension Vault {
         guard let vk = liveSoftBox(d.id)?.open(factor: d.id, digest: proof.enrollmentState) else {
             return .next(softUnlockNeedsPIN(d.id))
         }
+        // A match is the person: the failed scans before it are forgiven (model/unlock.pml, scan: fp_fails = 0).
+        softBoxes[d.id]?.failedScans = 0
         return .opened(vk)
+    }
+
+    /// Writes a presence factor's failed scans back into the soft box they were
+    /// counted against; a box made since (by the PIN or a login) starts at zero.
+    func keepFailedScans(_ tally: FailureTally, countedAgainst box: SoftUnlock?, of id: FactorID) {
+        guard let box, let current = softBoxes[id], current.isSameBox(as: box) else { return }
+        softBoxes[id]?.failedScans = max(current.failedScans, tally.failures)
     }
 
     func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {

@@ -1,4 +1,5 @@
 @_exported import SodiumKit
+import Synchronization
 
 /// The plugin interface for unlock factors.
 ///
@@ -137,11 +138,49 @@ public struct EnrolledSlot: Sendable {
     public var binding: [String: String]
     /// How many times this unlock has already called `verify` for this slot.
     public var attempt: Int
+    /// The failed tries counted so far, across unlocks (a presence factor's
+    /// failed scans since the PIN, a login or a match last opened the vault).
+    /// Add each failed try with `failures.record()` as it happens; the vault
+    /// reads the count back however `verify` ends, Cancel and timeout included.
+    /// A factor that keeps no count ignores it.
+    public var failures: FailureTally
 
-    public init(factor: FactorID, binding: [String: String], attempt: Int = 0) {
+    public init(factor: FactorID, binding: [String: String], attempt: Int = 0, failures: FailureTally = FailureTally()) {
         self.factor = factor
         self.binding = binding
         self.attempt = attempt
+        self.failures = failures
+    }
+}
+
+/// A count of failed tries that the vault keeps and a factor adds to.
+///
+/// Why a shared counter and not a return value: a try must count even when
+/// `verify` then throws (two misses, then Cancel or a timeout), and a thrown
+/// `FactorError` carries no count. The vault owns the number between unlocks
+/// (it outlives requests and connections, not vaultd: in memory is enough,
+/// since a restart with a PIN needs the PIN again, and without a PIN whoever
+/// can restart vaultd can read the device key that opens the vault anyway);
+/// the factor only adds to it and decides, by its own limit, when to give up
+/// with `tooManyAttempts`.
+///
+/// An atomic, not a lock: this module depends on nothing but SodiumKit and
+/// VaultProtocol, and an atomic is a race ThreadSanitizer can see.
+public final class FailureTally: Sendable {
+    private let count: Atomic<Int>
+
+    /// `failures`: the count so far (negative counts as none).
+    public init(_ failures: Int = 0) {
+        count = Atomic(max(0, failures))
+    }
+
+    /// The failed tries counted so far.
+    public var failures: Int { count.load(ordering: .sequentiallyConsistent) }
+
+    /// Counts one failed try; returns the count with it.
+    @discardableResult
+    public func record() -> Int {
+        count.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
     }
 }
 

@@ -117,6 +117,30 @@ final class FingerprintFlowTests: VaultdTestCase {
         XCTAssertTrue(try slotIDs(v).contains("fingerprint"), "failed scans are not an enrollment change")
     }
 
+    /// Issue 21: failed scans count across requests. Three misses, one per
+    /// `session` request (each ended by Cancel at the reader and at the PIN),
+    /// end the fingerprint: the fourth request asks for the PIN, not a finger.
+    func testMissesSpreadOverRequestsEndTheFingerprintUntilThePIN() throws {
+        let v = try startWithReader()
+        try setUpEnrolled(v)
+        for (request, left) in ["2 tries left", "1 try left", "that was the last try"].enumerated() {
+            fpstub("next", "no-match")
+            fpstub("next", "cancel")
+            let script = PromptScript()   // no PIN: its question is cancelled
+            let r = try session(v, script)
+            XCTAssertFalse(r.isOK, "request \(request + 1): \(r.text)")
+            XCTAssertTrue(script.messages.contains { $0.contains(left) }, "request \(request + 1): \(script.messages)")
+        }
+        fpstub("next", "match", "right-index")
+        let script = PromptScript(secrets: [Self.pin])
+        let r = try session(v, script)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(r.result?["access_token"], "AT-fp-1")
+        XCTAssertEqual(script.secretPrompts, 1, "the PIN opened it")
+        XCTAssertFalse(script.messages.contains { $0.contains("Touch the fingerprint reader") }, "no scan after the third miss: \(script.messages)")
+        XCTAssertTrue(try slotIDs(v).contains("fingerprint"), "failed scans are not an enrollment change")
+    }
+
     func testCancelThenPIN() throws {
         let v = try startWithReader()
         try setUpEnrolled(v)
