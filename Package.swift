@@ -203,7 +203,7 @@ let package = Package(
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
         // The request handler on its own, with a recording link in place of a socket.
         .testTarget(name: "VaultServerTests", dependencies: [
-            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking",
+            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking", "CVaultShims",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DemoProvidersTests", dependencies: [

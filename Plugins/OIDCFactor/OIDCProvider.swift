@@ -105,9 +105,14 @@ public final class OIDCProvider: IdentityProvider {
         }
 
         let outcome: Result<VerifiedLogin, VaultFailure>
+        let started = now()
         do {
             var verified = try await run(conversation, metadata: metadata, listener: listener, state: state, options: options)
+            // `prompt=login` is a request; only `auth_time` says the provider
+            // honoured it (OIDC Core §3.1.2.1). A provider that reused an older
+            // authentication, or sent no auth_time, does not count as fresh.
             verified.reauthenticated = options.reauthenticate
+                && verified.authTime.map { $0 + profile.clockSkew >= started } ?? false
             outcome = .success(verified)
         } catch {
             outcome = .failure(error)
@@ -496,9 +501,11 @@ public final class OIDCProvider: IdentityProvider {
             refreshToken: profile.issuesRefreshTokens ? tokens.refreshToken : nil,
             refreshExpiresAt: profile.issuesRefreshTokens ? tokens.refreshExpiresIn.map { issuedAt + $0 } : nil,
             idToken: tokens.idToken)
-        return VerifiedLogin(provider: profile.id, providerName: profile.displayName, issuer: profile.issuer,
-                             clientID: profile.clientID, subject: subject, name: name, claims: claims,
-                             nationalID: nationalID, acr: acr, tokens: grant)
+        var verified = VerifiedLogin(provider: profile.id, providerName: profile.displayName, issuer: profile.issuer,
+                                     clientID: profile.clientID, subject: subject, name: name, claims: claims,
+                                     nationalID: nationalID, acr: acr, tokens: grant)
+        verified.authTime = idClaims["auth_time"]?.intValue
+        return verified
     }
 
     private func secure(_ value: String) throws(VaultFailure) -> SecureBytes {

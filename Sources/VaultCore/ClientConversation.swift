@@ -13,15 +13,46 @@ public struct Requester: Sendable, Equatable {
     /// Which app it is, read once when the connection opened (`AppIdentity.of`);
     /// nil for vaultd's own calls and when the process could not be read.
     public var app: AppIdentity?
+    /// Set by the server when the peer's identity could not be established:
+    /// it exited before it was read, its pid is 0 (another pid namespace), or
+    /// /proc said nothing. Such a peer is trusted least (`Trust.unidentified`).
+    public var unidentified: Bool
 
-    public init(pid: Int32, uid: UInt32, executable: String? = nil, app: AppIdentity? = nil) {
+    public init(pid: Int32, uid: UInt32, executable: String? = nil, app: AppIdentity? = nil, unidentified: Bool = false) {
         self.pid = pid
         self.uid = uid
         self.knownExecutable = executable
         self.app = app
+        self.unidentified = unidentified
     }
 
     public static let inProcess = Requester(pid: 0, uid: 0)
+
+    /// How far vaultd trusts the program behind a request: what it may see
+    /// and which ops it may call (docs/protocol.md, "Who may call what").
+    public enum Trust: Sendable, Equatable {
+        /// vaultd's own calls (the broker itself, tests): no peer at all.
+        case vaultd
+        /// A process of the user outside any sandbox. It could run vaultctl,
+        /// or read the store and the keyring itself, so it manages everything.
+        case unconfined
+        /// A Flatpak or Snap app: only what it is granted, no admin op, and
+        /// never a PIN question relayed to it.
+        case sandboxed
+        /// A peer whose identity could not be established: the least trusted
+        /// kind, seeing no account and calling no admin op.
+        case unidentified
+    }
+
+    public var trust: Trust {
+        if unidentified { return .unidentified }
+        if let app { return app.kind == .flatpak || app.kind == .snap ? .sandboxed : .unconfined }
+        return pid == 0 ? .vaultd : .unconfined
+    }
+
+    /// A sandboxed or unidentified peer: held to its grants, no admin op,
+    /// no secret asked through it.
+    public var isConfined: Bool { trust == .sandboxed || trust == .unidentified }
 
     /// The peer's executable, for the audit log. Read when an entry is written,
     /// not per connection: most connections never need it. Best effort: the

@@ -50,7 +50,6 @@ extension Vault {
     /// chooses (vaultd asks: an app that lets vaultd show its own dialogs
     /// needs to draw nothing for a first login).
     public func login(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
-        touch()
         guard let id else {
             guard conversation.isInteractive else { throw .badRequest(Messages.loginNeedsProvider) }
             guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
@@ -76,6 +75,7 @@ extension Vault {
         }
         let login = try await runLogin(provider, conversation)
         let released = try await adopt(login, from: provider, conversation: conversation)
+        touch()   // served: only now does the idle timer start again
         await offerEnrollmentAfterLogin(conversation)
         return released
     }

@@ -1,3 +1,4 @@
+import Logging
 import SodiumKit
 import VaultProtocol
 import VaultStore
@@ -110,6 +111,28 @@ enum SessionSealing {
     static let wrappedRecordKeySize = KeyDerivation.keySize + PublicKeyBox.overhead
     static let vaultKeyPairLabel = "sessionvault/vault-key-pair/v1"
     static let publicKeyMeta = "vault_public_key"
+    /// A MAC of the public key under a device-key-derived key: someone who can
+    /// write the data directory but lacks the device key cannot swap in a key
+    /// of their own, to which later logins would seal sessions.
+    static let publicKeyMACMeta = "vault_public_key_mac"
+    static let publicKeyMACLabel = "sessionvault/vault-public-key-mac/v1"
+
+    static func publicKeyMAC(_ publicKey: [UInt8], deviceKey: SecureBytes) throws -> [UInt8] {
+        let key = try KeyDerivation.derive(key: deviceKey, parts: [.label(publicKeyMACLabel)])
+        return try KeyDerivation.mac(key: key, message: publicKey)
+    }
+
+    /// The stored public key when its MAC checks; nil (sealing to it waits for
+    /// the vault key) when it is missing, damaged or swapped.
+    static func authenticatedPublicKey(store: VaultStore, deviceKey: SecureBytes, logger: Logger) -> [UInt8]? {
+        guard let publicKey = try? store.meta(publicKeyMeta) else { return nil }
+        guard let mac = try? store.meta(publicKeyMACMeta), let expected = try? publicKeyMAC(publicKey, deviceKey: deviceKey),
+              Sodium.constantTimeEqual(mac, expected) else {
+            logger.warning("the vault's stored public key does not carry a valid MAC; it is not used until the next unlock")
+            return nil
+        }
+        return publicKey
+    }
     static func metaAD(id: String) -> [UInt8] { Array("sessionvault/session-meta/v1|\(id)".utf8) }
     static func secretAD(id: String, version: Int) -> [UInt8] { Array("sessionvault/session-secret/v1|\(id)|\(version)".utf8) }
 }

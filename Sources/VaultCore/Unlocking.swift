@@ -23,7 +23,10 @@ extension Vault {
     static let loginChoice = ":login"
 
     public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
-        touch()
+        // The idle timer restarts when the vault opens (runPolicy), or here for
+        // an `unlock` of a vault already open; a refused one restarts nothing.
+        // (A confined app's no-op unlock does not keep the vault open either.)
+        if vaultKey != nil, !conversation.requester.isConfined { touch() }
         if let factor, factors[factor] == nil, let provider = providers.loginProviders.first(where: { $0.id == factor.rawValue }) {
             // `unlock bankid`: a fresh login with that provider.
             guard vaultKey == nil else { return }
@@ -274,7 +277,11 @@ extension Vault {
                                _ conversation: any ClientConversation) -> Attempt {
         let d = factor.descriptor
         guard let vk = try? Keyslot.openLegacy(record, deviceKey: deviceKey, enrollmentState: proof.enrollmentState) else {
-            enrollmentChanged(d, conversation)
+            // A v1 slot is the only wrap of the vault key: deleting it would
+            // lose every session for good. It is kept, unused, so that the
+            // enrollment put back (or `vaultctl reset`, asked) still decides.
+            softBoxes[d.id] = nil
+            audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "legacy_slot_kept", requester: conversation.requester)
             return .next(enrollmentChangedFailure(d))
         }
         do {
@@ -336,10 +343,11 @@ extension Vault {
     /// box. Setting up a presence factor again after its enrollment changed needs
     /// a strong login in this run (`reenrollNeedsStrongLogin`).
     public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        touch()
         guard let factor = factors[id] else { throw unknownFactor(id) }
         if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
+        let openings = hardOpenings
         try await ensureUnlocked(conversation, preferred: nil)
+        try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
         let d = factor.descriptor
         if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
             audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
@@ -374,6 +382,7 @@ extension Vault {
             softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
         }
         audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+        touch()
         await conversation.show(LocalizedText(en: "\(d.displayName.en) is set up.", nb: "\(d.displayName.nb) er satt opp."))
         return await status(of: factor)
     }
@@ -385,10 +394,11 @@ extension Vault {
     /// in the same transaction, so there is always exactly one wrap of the vault
     /// key and the sessions stay reachable.
     public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        touch()
         guard let factor = factors[id] else { throw unknownFactor(id) }
         guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+        let openings = hardOpenings
         try await ensureUnlocked(conversation, preferred: nil)
+        try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
         if !confirmed {
             let name = factor.descriptor.displayName
             let yes: Bool
@@ -419,6 +429,7 @@ extension Vault {
         try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
         softBoxes[id] = nil
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+        touch()
         return await status(of: factor)
     }
 

@@ -19,7 +19,8 @@ extension Vault {
 
     /// Grants the app behind `requester` the account it just logged in to or imported.
     func grantOnCreate(_ account: String, requester: Requester, reason: String) {
-        guard config.perApp, requester.pid > 0, let app = requester.app else { return }
+        // An unidentified peer is granted nothing: it could be anyone.
+        guard config.perApp, requester.trust != .unidentified, let app = requester.app else { return }
         guard !grants.allows(app, account: account) else {
             grants.used(app, account: account, now: Int64(now()))
             return
@@ -42,7 +43,11 @@ extension Vault {
         guard config.perApp else { return }
         let requester = conversation.requester
         // vaultd's own calls (tests, the broker itself) have no peer.
-        guard requester.pid > 0 else { return }
+        guard requester.trust != .vaultd else { return }
+        if requester.trust == .unidentified {
+            audit.record("grant", outcome: "unidentified_app", detail: Vault.appDetail(nil, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: Messages.unidentifiedApp)
+        }
         guard let app = requester.app else {
             audit.record("grant", outcome: "unknown_app", detail: Vault.appDetail(nil, account: account), requester: requester)
             throw VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(nil))
@@ -104,6 +109,7 @@ extension Vault {
     }
 
     nonisolated static func mayManage(_ grant: AppGrant, _ requester: Requester?) -> Bool {
+        if requester?.trust == .unidentified { return false }
         guard let app = sandboxedApp(requester) else { return true }
         return grant.app == app
     }
@@ -121,13 +127,15 @@ extension Vault {
     /// out or change its organization: no for a sandboxed app not granted it,
     /// which is told `no_session`, as if the account were not there.
     func mayView(_ account: String, _ requester: Requester) -> Bool {
+        // Not even `per_app = false` shows an unidentified peer anything.
+        if requester.trust == .unidentified { return false }
         guard config.perApp, let app = Vault.sandboxedApp(requester) else { return true }
         return grants.allows(app, account: account)
     }
 
     /// The accounts `requester` may see; nil when that is all of them.
     func visibleAccounts(_ requester: Requester) -> Set<String>? {
-        guard config.perApp, Vault.sandboxedApp(requester) != nil else { return nil }
+        guard requester.trust == .unidentified || (config.perApp && Vault.sandboxedApp(requester) != nil) else { return nil }
         return Set(table.allEntries().values.map(\.meta.account).filter { mayView($0, requester) })
     }
 
@@ -164,7 +172,7 @@ extension Vault {
     /// (`vaultctl apps allow`): the terminal's answer to the dialog's Allow.
     /// A sandboxed caller may not; it could otherwise grant itself.
     public func allowApp(_ named: String, account: String, requester: Requester) throws(VaultFailure) -> AppIdentity {
-        guard Vault.sandboxedApp(requester) == nil else { throw VaultFailure(.appNotAllowed, message: Messages.sandboxCannotGrant) }
+        guard !requester.isConfined else { throw VaultFailure(.appNotAllowed, message: Messages.sandboxCannotGrant) }
         guard let app = AppIdentity(named: named) else { throw .badRequest(Messages.appNeedsKind(String(named.prefix(256)))) }
         guard table.id(forAccount: account) != nil else { throw VaultFailure(.noSession) }
         guard !grants.allows(app, account: account) else { return app }

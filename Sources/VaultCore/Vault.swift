@@ -119,6 +119,9 @@ public actor Vault {
     /// When a login that met its provider's re-enrollment level last finished in
     /// this run: setting a changed fingerprint up again needs one.
     var strongLoginAt: Double?
+    /// Counts the times the vault key was opened for good (`openHard`): a PIN
+    /// typed for this very request needs not be asked again (CurrentSecret.swift).
+    var hardOpenings = 0
     /// Factors whose proof is a secret (the PIN): their slots wrap the vault key.
     nonisolated let secretFactors: Set<String>
     /// Which app may use which account (AppGrants.swift, Vault+Apps.swift).
@@ -217,7 +220,8 @@ public actor Vault {
             if !slots.hasWrap {
                 logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
             }
-            let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store) } ?? store.meta(SessionSealing.publicKeyMeta)
+            let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store, deviceKey: deviceKey) }
+                ?? SessionSealing.authenticatedPublicKey(store: store, deviceKey: deviceKey, logger: logger)
             var entries: [String: SessionTable.Entry] = [:]
             for row in rows {
                 // A temporary buffer, not guarded memory: metadata is not a token,
@@ -378,7 +382,6 @@ public actor Vault {
     /// access token that expires sooner is refreshed first (like oidc-agent's
     /// `min_valid_period`), so a caller can ask for a token that outlives its job.
     public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
-        touch()
         // No account named: the only one the app may see (a sandboxed app is
         // never told the names of accounts it is not granted).
         var account = account
@@ -405,6 +408,9 @@ public actor Vault {
         guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
         guard let key = entry.key(vaultKey: vaultKey) else { throw policy.lockedFailure() }
         let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
+        // Only a request that was served restarts the idle timer: an app asking
+        // for what it is refused must not keep the vault open.
+        touch()
         await offerPendingReenrollment(conversation)
         return released
     }
@@ -414,7 +420,6 @@ public actor Vault {
     static let refreshWindow: Int64 = 60
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
-        touch()
         guard request.refreshToken != nil || request.accessToken != nil else {
             throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
                                             nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres."))
@@ -429,8 +434,9 @@ public actor Vault {
             throw .badRequest(LocalizedText(en: "A client id is needed to import a session.",
                                             nb: "En klient-ID trengs for å importere en økt."))
         }
-        try await ensureUnlocked(conversation, preferred: nil)
         let account = request.account ?? host
+        try await checkImportOver(account, conversation)
+        try await ensureUnlocked(conversation, preferred: nil)
         let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
         let nowS = Int64(now())
         let meta = SessionMeta(account: account, provider: request.provider ?? "generic", issuer: request.issuer,
@@ -442,7 +448,36 @@ public actor Vault {
                              auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
                              locked: policy.lockedFailure())
         grantOnCreate(account, requester: conversation.requester, reason: "import")
+        touch()
         return meta
+    }
+
+    /// An import never silently replaces another app's session: a confined
+    /// app (sandboxed, unidentified) may replace only an account it is granted,
+    /// an unconfined one is asked first unless the account is already its own
+    /// (vaultctl's terminal or vaultd's own dialog asks the person).
+    func checkImportOver(_ account: String, _ conversation: any ClientConversation) async throws(VaultFailure) {
+        let requester = conversation.requester
+        if requester.trust == .unidentified {
+            audit.record("import", outcome: "unidentified_app", detail: ["account": .string(account)], requester: requester)
+            throw VaultFailure(.appNotAllowed, message: Messages.unidentifiedApp)
+        }
+        guard let id = table.id(forAccount: account), let entry = table.entry(id) else { return }
+        if let app = requester.app, grants.allows(app, account: account) { return }
+        guard requester.trust == .unconfined else {
+            if requester.trust == .vaultd { return }
+            audit.record("import", outcome: "not_granted", detail: Vault.appDetail(requester.app, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: Messages.importNotYours)
+        }
+        let provider = Vault.providerName(entry.meta, providers.provider(for: entry.meta))
+        let yes: Bool
+        do {
+            yes = try await conversation.confirm(Messages.replaceSession(entry.meta.name, provider: provider))
+        } catch {
+            if error == .notInteractive { throw VaultFailure(.appNotAllowed, message: Messages.importNotYours) }
+            throw failure(from: error)
+        }
+        guard yes else { throw VaultFailure(.cancelled) }
     }
 
     public struct LogoutResult: Sendable {

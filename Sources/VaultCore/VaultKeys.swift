@@ -14,10 +14,11 @@ extension Vault {
     /// remake the presence factors' soft boxes from now, and re-seal under it the
     /// sessions that waited for it.
     func openHard(_ vk: SecureBytes) {
+        hardOpenings += 1
         let t = now()
         table.setVaultKey(vk, now: t)
         softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
-        if sessions.publicKey == nil { sessions.publicKey = try? Vault.ensureVaultKeyPair(vk, store: store) }
+        if sessions.publicKey == nil { sessions.publicKey = try? Vault.ensureVaultKeyPair(vk, store: store, deviceKey: deviceKey) }
         sessions.resealWaiting(vk)
     }
 
@@ -50,10 +51,19 @@ extension Vault {
         try PublicKeyBox.keyPair(seed: try KeyDerivation.derive(key: vk, parts: [.label(SessionSealing.vaultKeyPairLabel)]))
     }
 
-    static func ensureVaultKeyPair(_ vk: SecureBytes, store: VaultStore) throws -> [UInt8] {
+    /// The public key sessions stored while locked are sealed to (nil: none that checks).
+    var sealingPublicKey: [UInt8]? { sessions.publicKey }
+
+    static func ensureVaultKeyPair(_ vk: SecureBytes, store: VaultStore, deviceKey: SecureBytes) throws -> [UInt8] {
         let publicKey = try keyPair(vk).publicKey
         if try store.meta(SessionSealing.publicKeyMeta) != publicKey {
             try store.setMeta(SessionSealing.publicKeyMeta, publicKey)
+        }
+        // Written also for stores made before the MAC existed: the key comes
+        // from VK here, so it is the right one to vouch for.
+        let mac = try SessionSealing.publicKeyMAC(publicKey, deviceKey: deviceKey)
+        if try store.meta(SessionSealing.publicKeyMACMeta) != mac {
+            try store.setMeta(SessionSealing.publicKeyMACMeta, mac)
         }
         return publicKey
     }
@@ -94,15 +104,17 @@ extension Vault {
         let vk: SecureBytes
         let device: KeyslotRow
         let publicKey: [UInt8]
+        let publicKeyMAC: [UInt8]
         do {
             vk = try SecureBytes.random(count: KeyDerivation.keySize)
             device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now()))
             publicKey = try Vault.keyPair(vk).publicKey
+            publicKeyMAC = try SessionSealing.publicKeyMAC(publicKey, deviceKey: deviceKey)
         } catch {
             throw .internal()
         }
         let removed = try storeCall(logger) { () throws(StoreError) in
-            try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey])
+            try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey, SessionSealing.publicKeyMACMeta: publicKeyMAC])
         }
         softBoxes = [:]
         self.sessions.publicKey = publicKey

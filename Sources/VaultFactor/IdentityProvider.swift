@@ -90,8 +90,12 @@ public struct VerifiedLogin: Sendable {
     public var nationalID: SecureBytes?
     /// The authentication context class, e.g. `urn:bankid:bid;LOA=4`.
     public var acr: String?
-    /// The login was asked for with `prompt=login` (`LoginOptions.reauthenticate`).
+    /// The login was asked for with `prompt=login` (`LoginOptions.reauthenticate`)
+    /// *and* the ID token's `auth_time` says the person authenticated during
+    /// this login, not at an earlier one the provider's session remembered.
     public var reauthenticated = false
+    /// The ID token's `auth_time` (OIDC Core §2): when the person last authenticated at the provider.
+    public var authTime: Int64?
     public var tokens: TokenGrant
 
     public init(provider: String, providerName: String, issuer: String, clientID: String, subject: String, name: String,

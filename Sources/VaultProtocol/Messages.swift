@@ -245,7 +245,7 @@ public enum Messages {
     /// Which login: the question before one button per provider ("BankID / Vipps");
     /// `toContinue` when the login is what stands between the app and its session.
     public static func chooseLogin(_ providers: [String], toContinue: Bool) -> LocalizedText {
-        let names = providers.joined(separator: " / ")
+        let names = providers.map { shown($0) }.joined(separator: " / ")
         return toContinue
             ? LocalizedText(en: "Log in with \(names) to continue.", nb: "Logg inn med \(names) for å fortsette.")
             : LocalizedText(en: "Log in with \(names).", nb: "Logg inn med \(names).")
@@ -253,7 +253,8 @@ public enum Messages {
 
     /// The button for one provider in that choice.
     public static func useProvider(_ provider: String) -> LocalizedText {
-        LocalizedText(en: "Use \(provider)", nb: "Bruk \(provider)")
+        let provider = shown(provider)
+        return LocalizedText(en: "Use \(provider)", nb: "Bruk \(provider)")
     }
 
     /// A `login` without a provider from a client that cannot be asked which.
@@ -466,7 +467,8 @@ extension Messages {
     public static let dialogTitle = LocalizedText(en: "SessionVault", nb: "SessionVault")
     /// The first line of every dialog: who is asking. `app` is a Flatpak app id or an executable's name.
     public static func appAsks(_ app: String) -> LocalizedText {
-        LocalizedText(en: "‘\(app)’ wants to use your login.", nb: "«\(app)» vil bruke innloggingen din.")
+        let app = shown(app)
+        return LocalizedText(en: "‘\(app)’ wants to use your login.", nb: "«\(app)» vil bruke innloggingen din.")
     }
     public static let unknownAppAsks = LocalizedText(
         en: "An app wants to use your login.", nb: "Et program vil bruke innloggingen din.")
@@ -485,6 +487,7 @@ extension Messages {
     }
     /// The button that goes to a login (“Use BankID or Vipps”).
     public static func dialogUseLogin(_ names: [String]) -> LocalizedText {
+        let names = names.map { shown($0) }
         func join(_ or: String) -> String {
             names.count <= 1 ? names.joined() : names.dropLast().joined(separator: ", ") + " \(or) " + (names.last ?? "")
         }
@@ -501,24 +504,27 @@ extension Messages {
 
     /// `app_not_allowed`: the asking app has no grant for the account and no dialog could ask.
     public static func appNotAllowed(_ app: String?) -> LocalizedText {
-        let en = app.map { "‘\($0)’ is" } ?? "This app is"
-        let nb = app.map { "«\($0)» har" } ?? "Dette programmet har"
+        let en = app.map { "‘\(shown($0))’ is" } ?? "This app is"
+        let nb = app.map { "«\(shown($0))» har" } ?? "Dette programmet har"
         return LocalizedText(
             en: "\(en) not allowed to use that login. Let the app ask through SessionVault's own dialog and choose Allow, or log in from the app itself.",
             nb: "\(nb) ikke lov til å bruke den innloggingen. La appen spørre gjennom SessionVaults egen dialog og velg Tillat, eller logg inn fra appen selv.")
     }
     /// The question of the grant dialog. `app` is already labelled (`appLabel`).
     public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
-        LocalizedText(en: "Allow \(app.en) to use your \(provider) session?",
+        let provider = shown(provider)
+        return LocalizedText(en: "Allow \(app.en) to use your \(provider) session?",
                       nb: "Vil du la \(app.nb) bruke \(provider)-økten din?")
     }
     /// An app's name as dialogs show it; an unverified one says so.
     public static func appLabel(_ name: String, verified: Bool) -> LocalizedText {
-        verified ? LocalizedText(en: "‘\(name)’", nb: "«\(name)»")
+        let name = shown(name)
+        return verified ? LocalizedText(en: "‘\(name)’", nb: "«\(name)»")
             : LocalizedText(en: "‘\(name)’ (unverified)", nb: "«\(name)» (ikke bekreftet)")
     }
     public static func unverifiedAppWarning(_ path: String) -> LocalizedText {
-        LocalizedText(
+        let path = shown(path, limit: 256)
+        return LocalizedText(
             en: "SessionVault could not verify which app this is: only its program, \(path), is known, and another program of yours could pretend to be it.",
             nb: "SessionVault kunne ikke bekrefte hvilken app dette er: bare programmet, \(path), er kjent, og et annet program hos deg kan late som det er det.")
     }
@@ -537,6 +543,47 @@ extension Messages {
     public static let sandboxCannotGrant = LocalizedText(
         en: "An app in a sandbox cannot give apps access to logins. Allow it from a terminal with “vaultctl apps allow”, or in SessionVault's own dialog.",
         nb: "En app i en sandkasse kan ikke gi apper tilgang til innlogginger. Tillat det fra en terminal med «vaultctl apps allow», eller i SessionVaults egen dialog.")
+    /// A name from outside (an app's program or id, a provider's name from
+    /// config.toml) as a dialog may show it: control characters (a newline
+    /// that fakes a second paragraph), format characters (bidi overrides that
+    /// reverse what is read, zero-width ones) and line separators are dropped,
+    /// and it is cut at `limit` characters, so a name can only be a name.
+    public static func shown(_ name: String, limit: Int = 64) -> String {
+        var kept = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned: continue
+            default: kept.append(scalar)
+            }
+        }
+        let clean = String(String(kept).drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        return clean.count > limit ? String(clean.prefix(limit - 1)) + "…" : clean
+    }
+
+    /// A peer whose identity could not be established (it exited before vaultd
+    /// read it, or it runs in another pid namespace): it gets nothing.
+    public static let unidentifiedApp = LocalizedText(
+        en: "SessionVault could not tell which app this is, so it shares no login with it. Close the app and open it again; if this keeps happening, ask whoever helps you with this computer.",
+        nb: "SessionVault kunne ikke se hvilken app dette er, og deler derfor ingen innlogging med den. Lukk appen og åpne den igjen; hvis det fortsetter, spør den som hjelper deg med datamaskinen.")
+    /// An admin op (`reset`, `disable`, `enroll`, `reenroll`, `sync_conflicts`)
+    /// from a sandboxed or unidentified app: only the person may.
+    public static let notForApps = LocalizedText(
+        en: "An app cannot change how SessionVault is unlocked or delete saved logins. Do it yourself in SessionVault's own settings or dialogs, or ask whoever helps you with this computer.",
+        nb: "En app kan ikke endre hvordan SessionVault låses opp, eller slette lagrede innlogginger. Gjør det selv i SessionVaults egne innstillinger eller dialoger, eller spør den som hjelper deg med datamaskinen.")
+    /// A sandboxed app tried to import over a login it was not granted.
+    public static let importNotYours = LocalizedText(
+        en: "This app may not replace a login that belongs to another app. Log in from the app itself, or let the app ask through SessionVault's own dialog.",
+        nb: "Denne appen kan ikke erstatte en innlogging som tilhører en annen app. Logg inn fra appen selv, eller la appen spørre gjennom SessionVaults egen dialog.")
+    /// `import` over another app's session, asked of the person.
+    public static func replaceSession(_ name: String, provider: String) -> LocalizedText {
+        let name = shown(name), provider = shown(provider)
+        return LocalizedText(en: "Replace the saved \(provider) login of \(name) with the imported one? The apps that used it will use the new one.",
+                      nb: "Erstatte den lagrede \(provider)-innloggingen til \(name) med den importerte? Appene som brukte den, bruker den nye.")
+    }
+    /// Changing or turning off the PIN asks for the current one first.
+    public static let currentPINFirst = LocalizedText(
+        en: "To change or turn off your PIN, first enter the PIN you use now.",
+        nb: "For å endre eller slå av PIN-koden, skriv først inn PIN-koden du bruker nå.")
     /// `vaultctl apps revoke` named no app that has a grant.
     public static func noSuchApp(_ app: String) -> LocalizedText {
         LocalizedText(en: "No app called ‘\(app)’ is allowed any login. See the names with “vaultctl apps”.",

@@ -59,10 +59,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(VaultFailure(.forbidden)))
             return
         }
-        // Which app it is, read once now while the peer surely still runs; kept with the connection.
-        var requester = peer
-        requester.app = AppIdentity.of(pid: peer.pid)
-        client = Client(link: ChannelLink(channel: channel), requester: requester)
+        client = Client(link: ChannelLink(channel: channel), requester: peer)
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
         }
@@ -191,11 +188,60 @@ struct PeerCredentials {
     var uid: UInt32 = 0
     var gid: UInt32 = 0
 
-    /// The connecting process, read from the kernel; nil when it cannot be read.
+    /// The connecting process and which app it is, read once at accept; nil
+    /// when its credentials cannot be read (then nothing is served).
+    ///
+    /// The app is read from `/proc/PID` (`AppIdentity.of`), which names
+    /// whatever process has that pid *now*. So vaultd holds a pidfd of the
+    /// peer (`SO_PEERPIDFD`, taken by the kernel at connect; else
+    /// `pidfd_open` at accept) and reads `/proc` only while the pidfd says the
+    /// process still runs: a peer that exited before it was read (its pid
+    /// free for another process, or a zombie whose root is gone) is
+    /// *unidentified*, trusted least, never "not sandboxed". So is pid 0 (a
+    /// peer in another pid namespace) and a peer no pidfd can be had for.
     static func of(_ channel: any Channel) -> EventLoopFuture<Requester?> {
         guard let provider = channel as? any SocketOptionProvider else { return channel.eventLoop.makeSucceededFuture(nil) }
-        return provider.unsafeGetSocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_PEERCRED))
-            .map { (c: PeerCredentials) -> Requester? in Requester(pid: c.pid, uid: c.uid) }
+        let credentials = provider.unsafeGetSocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_PEERCRED))
+            .map { (c: PeerCredentials) -> PeerCredentials? in c }
             .recover { _ in nil }
+        return credentials.flatMap { (c: PeerCredentials?) -> EventLoopFuture<Requester?> in
+            guard let c else { return channel.eventLoop.makeSucceededFuture(nil) }
+            return provider.unsafeGetSocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: PeerCredentials.soPeerPidfd))
+                .map { (fd: CInt) -> CInt in fd }
+                .recover { _ in -1 }
+                .map { (pidfd: CInt) -> Requester? in identify(c, pidfd: pidfd) }
+        }
+    }
+
+    /// `SO_PEERPIDFD` (Linux 6.5); Glibc's headers may not have it yet.
+    static let soPeerPidfd: CInt = 77
+
+    /// The requester for credentials `c`, with its app read through `pidfd`
+    /// (or one opened now). Closes the pidfd.
+    static func identify(_ c: PeerCredentials, pidfd given: CInt, procRoot: String = "/proc") -> Requester {
+        var requester = Requester(pid: c.pid, uid: c.uid)
+        guard c.pid > 0 else {
+            requester.unidentified = true
+            return requester
+        }
+        let pidfd = given >= 0 ? given : sv_peer_pidfd(-1, c.pid)
+        guard pidfd >= 0 else {
+            requester.unidentified = true
+            return requester
+        }
+        defer { close(pidfd) }
+        // Alive before the read (the pid is this peer's) and after it (what
+        // was read was this peer's, not a successor's).
+        guard sv_pidfd_alive(pidfd) == 1 else {
+            requester.unidentified = true
+            return requester
+        }
+        let app = AppIdentity.of(pid: c.pid, procRoot: procRoot)
+        guard let app, sv_pidfd_alive(pidfd) == 1 else {
+            requester.unidentified = true
+            return requester
+        }
+        requester.app = app
+        return requester
     }
 }

@@ -61,6 +61,10 @@ struct ServerConversation: ClientConversation {
     }
 
     func askSecret(_ text: LocalizedText) async throws(FactorError) -> SecureBytes {
+        // A PIN (current or new) is never relayed to a sandboxed or unidentified
+        // app: it would learn it. Such an app lets vaultd ask in its own dialog
+        // (`"prompter": "vault"`), or gets `locked`.
+        guard !requester.isConfined else { throw .notInteractive }
         switch try await prompt(.secret, text) {
         case .secret(let bytes): return bytes
         case .timedOut: throw .timeout
@@ -86,6 +90,8 @@ struct ServerConversation: ClientConversation {
     }
 
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        // A confined app's “yes” is not the person's: it could answer itself.
+        guard !requester.isConfined else { throw .notInteractive }
         switch try await ask(.confirm, prompt) {
         case .bool(let b): return b
         case .string(let s): return ["yes", "y", "ja", "j", "true"].contains(s.lowercased())

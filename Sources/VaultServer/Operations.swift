@@ -9,6 +9,7 @@ import VaultProtocol
 extension RequestHandler {
     func route(_ request: Request, _ conversation: any ClientConversation) async throws(VaultFailure) -> JSON {
         let language = conversation.language
+        try checkCaller(request.op, conversation.requester)
         switch request.op {
         case "status":
             let factors = await vault.factorStatuses()
@@ -103,6 +104,7 @@ extension RequestHandler {
             let limit = Int(max(1, min(request["limit"]?.intValue ?? 200, 1000)))
             do {
                 let rows = try vault.audit.entries(after: after, limit: limit)
+                    .filter { RequestHandler.mayRead(detail: $0.detail, conversation.requester) }
                 return ["entries": .array(rows.map { r in
                     [
                         "seq": .int(r.seq), "at": .double(r.at), "event": .string(r.event),
@@ -119,6 +121,31 @@ extension RequestHandler {
                 en: "Unknown operation “\(String(request.op.prefix(64)))”. See docs/protocol.md for the operations.",
                 nb: "Ukjent operasjon «\(String(request.op.prefix(64)))». Se docs/protocol.md for operasjonene."))
         }
+    }
+
+    /// Who may call what (docs/protocol.md, "Who may call what"). These ops
+    /// change how the vault opens, delete what it holds or read every app's
+    /// records: only the person may, at vaultctl's terminal or in vaultd's own
+    /// dialogs. A sandboxed or unidentified app gets `app_not_allowed`, whatever
+    /// it sends (`confirm: true` included); an unconfined process could run
+    /// vaultctl itself, so it may. The ops not named here are open to every
+    /// caller, each limited to what the caller may see (the broker's grants).
+    static let personOnly: Set<String> = ["reset", "disable", "enroll", "reenroll", "allow_app", "sync_conflicts"]
+
+    func checkCaller(_ op: String, _ requester: Requester) throws(VaultFailure) {
+        guard requester.isConfined, RequestHandler.personOnly.contains(op) else { return }
+        let audit = vault.audit
+        let detail: [String: JSON] = ["op": .string(op), "app": requester.app.map { .string($0.key) } ?? .null]
+        Task.detached(priority: .utility) { audit.record("admin_refused", outcome: "app_not_allowed", detail: detail, requester: requester) }
+        throw VaultFailure(.appNotAllowed, message: op == "allow_app" ? Messages.sandboxCannotGrant : Messages.notForApps)
+    }
+
+    /// An audit entry a confined app may read: only those naming its own app.
+    static func mayRead(detail text: String, _ requester: Requester) -> Bool {
+        guard requester.isConfined else { return true }
+        guard requester.trust == .sandboxed, let app = requester.app,
+              case .object(let detail)? = try? JSON.parse(text) else { return false }
+        return detail["app"]?.stringValue == app.name && detail["app_kind"]?.stringValue == app.kind.rawValue
     }
 
     /// The `session` op's optional `min_valid` (seconds): 0 when absent, nil

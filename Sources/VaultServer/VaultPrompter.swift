@@ -65,6 +65,15 @@ struct HelloPrompter: Sendable, Equatable {
     func conversation(_ factory: VaultPrompterFactory?, language: Language, requester: Requester,
                       hangup: Hangup) -> (any ClientConversation)? {
         guard vault, let factory else { return nil }
+        // A sandboxed or unidentified app could name a display it controls and
+        // answer vaultd's dialog there itself: its hints are dropped, and the
+        // dialog goes to vaultd's own graphical session (the environment the
+        // user manager gave it). An unconfined process could run pinentry on
+        // any display anyway; its hints put the dialog where its person is
+        // (a terminal's tty for pinentry-curses, another seat's display).
+        guard !requester.isConfined else {
+            return factory(PromptContext(language: language, requester: requester, hangup: hangup))
+        }
         return factory(PromptContext(language: language, requester: requester, display: display,
                                      waylandDisplay: waylandDisplay, tty: tty, term: term, hangup: hangup))
     }

@@ -510,6 +510,24 @@ final class FlowTests: XCTestCase, @unchecked Sendable {
         }
         _ = await assertFailure(.badRequest) { () async throws(VaultFailure) in try await self.bankID().login(Silent()) }
     }
+
+    /// `prompt=login` is only a request: the login counts as a fresh
+    /// authentication (what re-enrolling a changed fingerprint needs) only
+    /// when the ID token's `auth_time` falls within this login.
+    func testReauthenticatedOnlyWithAnAuthTimeFromThisLogin() async throws {
+        let provider = bankID()
+        let options = LoginOptions(reauthenticate: true)
+        var seen: [Bool] = []
+        for authTime: JSON? in [.int(unixNow() - 3600), nil, .int(unixNow())] {
+            stub.update {
+                $0.idClaims = ["bankid_altsub": "altsub-kari", "name": "Kari Nordmann", "acr": "urn:bankid:bid;LOA=4"]
+                if let authTime { $0.idClaims["auth_time"] = authTime }
+            }
+            let login = try await provider.login(BrowserConversation(action: loggingIn(stub)), options: options)
+            seen.append(login.reauthenticated)
+        }
+        XCTAssertEqual(seen, [false, false, true], "an hour-old auth_time, none, and one from this login")
+    }
 }
 
 /// Builds a request with a chosen Host header (AsyncHTTPClient sets it from the URL otherwise).

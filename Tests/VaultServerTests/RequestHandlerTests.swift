@@ -43,12 +43,17 @@ final class RequestHandlerTests: XCTestCase {
 
     override func setUpWithError() throws {
         dir = NSTemporaryDirectory() + "handler-\(UUID().uuidString)"
+        vault = try Self.pinVault(in: dir)
+    }
+
+    /// A vault in `dir` with the PIN factor (5 free tries), no idle timeout.
+    static func pinVault(in dir: String) throws -> Vault {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let store = try VaultStore(path: dir + "/vault.sqlite")
         let pinFactor = PINFactor(throttle: ThrottlePolicy(freeAttempts: 5, firstDelay: 30, maxDelay: 120))
-        vault = try Vault(store: store, deviceKey: try SecureBytes.random(count: 32), factors: [pinFactor],
-                          config: VaultConfig(idleTimeout: 0), logger: logger)
+        return try Vault(store: store, deviceKey: try SecureBytes.random(count: 32), factors: [pinFactor],
+                         config: VaultConfig(idleTimeout: 0), logger: logger)
     }
 
     override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }

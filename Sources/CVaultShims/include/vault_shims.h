@@ -8,4 +8,9 @@ int sv_set_not_dumpable(void);
 void sv_wipe(void *bytes, unsigned long length);
 /// The connecting process of a Unix socket (SO_PEERCRED).
 int sv_peer_credentials(int fd, int *pid, unsigned int *uid);
+/// A pidfd for the peer of a Unix socket: SO_PEERPIDFD where the kernel has it
+/// (taken at connect, immune to pid reuse), else pidfd_open(pid). -1 if neither.
+int sv_peer_pidfd(int fd, int pid);
+/// 1 while the process behind `pidfd` runs, 0 once it has exited, -1 on error.
+int sv_pidfd_alive(int pidfd);
 #endif

@@ -1,0 +1,153 @@
+import GRDB
+import XCTest
+@testable import VaultCore
+import PINFactor
+import SodiumKit
+import VaultFactor
+import VaultProtocol
+import VaultStore
+
+/// The broker's side of issue 21's boundaries, each played as an attacker
+/// would: a PIN changed by whoever finds the vault open, a public key swapped
+/// on disk, a v1 slot that must never be deleted, names that fake dialog text,
+/// a refused request that keeps the vault open.
+final class HostileNeighbourTests: XCTestCase {
+    var fx: Fixture!
+    let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
+    let thePIN = "482915"
+
+    override func setUpWithError() throws { fx = try Fixture() }
+    override func tearDown() { fx.cleanup() }
+
+    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return VaultFailure(.internal) }
+    }
+
+    /// Someone at an open vault (the owner stepped away) cannot change or
+    /// turn off the PIN without knowing it; the owner can.
+    func testChangingOrTurningOffThePINAsksForTheCurrentOneFirst() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        let open = await vault.isLocked
+        XCTAssertFalse(open, "the vault is open")
+
+        // A new PIN offered twice, but the current one is not known: refused, and counted.
+        let stranger = ScriptedClient(secrets: ["111111", "222222", "333333", "333333"])
+        let changed = await failure { _ = try await vault.enroll(.pin, conversation: stranger) }
+        XCTAssertEqual(changed?.code, .lockedOut, "\(String(describing: changed))")
+        XCTAssertEqual(try fx.store.failureCounter(factor: "pin").failures, 2, "each wrong current PIN counts like an unlock's")
+        let off = await failure { _ = try await vault.disable(.pin, confirmed: true, conversation: ScriptedClient(secrets: ["999999"])) }
+        XCTAssertEqual(off?.code, .lockedOut)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"], "the PIN slot is as it was")
+
+        // The owner, after the lockout: asked the current PIN (in the words for it), then the new one twice.
+        try fx.store.resetFailures(factor: "pin")
+        let owner = ScriptedClient(secrets: [thePIN, "739184", "739184"])
+        let status = try await vault.enroll(.pin, conversation: owner)
+        XCTAssertEqual(status.state, .enabled)
+        XCTAssertEqual(owner.asked, 3, "the current PIN, then the new one twice")
+        await vault.lock(reason: "test")
+        try await vault.unlock(factor: .pin, conversation: ScriptedClient(secrets: ["739184"]))
+        let after = await vault.isLocked
+        XCTAssertFalse(after, "the new PIN opens the vault")
+    }
+
+    /// A PIN typed to unlock for this very request is not asked twice.
+    func testAPINTypedToUnlockForTheChangeIsNotAskedAgain() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        await vault.lock(reason: "test")
+        let owner = ScriptedClient(secrets: [thePIN, "739184", "739184"])
+        _ = try await vault.enroll(.pin, conversation: owner)
+        XCTAssertEqual(owner.asked, 3, "unlock PIN, then the new one twice")
+    }
+
+    /// Someone who can write the data directory but has no device key swaps
+    /// the stored public key for one of their own: logins while locked would
+    /// then seal sessions to them. The key carries a device-key MAC; a swapped
+    /// one is not used.
+    func testASwappedPublicKeyIsNotUsed() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        let genuine = try XCTUnwrap(try fx.store.meta(SessionSealing.publicKeyMeta))
+        XCTAssertNotNil(try fx.store.meta(SessionSealing.publicKeyMACMeta), "the MAC is written with the key")
+        let fresh = try fx.reopened([pin])
+        let used = await fresh.sealingPublicKey
+        XCTAssertEqual(used, genuine, "the genuine key is used while locked")
+
+        let attackers = try PublicKeyBox.keyPair(seed: try SecureBytes.random(count: 32)).publicKey
+        XCTAssertNotEqual(attackers, genuine)
+        try fx.store.setMeta(SessionSealing.publicKeyMeta, attackers)
+        let reopened = try fx.reopened([pin])
+        let swapped = await reopened.sealingPublicKey
+        XCTAssertNil(swapped, "a key without a valid MAC is not sealed to")
+
+        // Once the owner unlocks, the right key (from the vault key) is back, with its MAC.
+        try await reopened.unlock(factor: .pin, conversation: ScriptedClient(secrets: [thePIN]))
+        XCTAssertEqual(try fx.store.meta(SessionSealing.publicKeyMeta), genuine)
+        let restored = await (try fx.reopened([pin])).sealingPublicKey
+        XCTAssertEqual(restored, genuine)
+    }
+
+    /// A v1 fingerprint slot is the only wrap of the vault key: an enrollment
+    /// change must not delete it (every session would be lost for good).
+    func testAV1PresenceSlotIsNeverDeleted() async throws {
+        let fake = FakePresenceFactor()
+        let vault = try fx.vault([pin, fake])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        let open = await vault.vaultKey
+        let vk = try XCTUnwrap(open)
+        // The old layout: VK under DK + the enrollment digest, the only slot.
+        let salt = Random.bytes(Keyslot.saltSize)
+        let binding = Keyslot.bindingJSON([:])
+        let kek = try Keyslot.kek(deviceKey: fx.deviceKey, id: "fake", factor: "fake", salt: salt, cost: nil, secret: nil,
+                                  enrollmentState: fake.enrollment, binding: binding)
+        let sealed = try SecretBox.seal(vk, key: kek, associatedData: Keyslot.associatedData(id: "fake", factor: "fake"))
+        try fx.store.updateKeyslots(put: [KeyslotRow(id: "fake", factor: "fake", version: Keyslot.legacyVersion, salt: salt, kdf: "{}",
+                                                     binding: binding, sealedKey: sealed.bytes, createdAt: 1)],
+                                    delete: [Keyslot.deviceSlotID])
+        fake.enrollment = [9, 9, 9]   // a finger added
+        let reopened = try fx.reopened([pin, fake])
+        let refused = await failure { _ = try await reopened.release(account: "a", conversation: ScriptedClient()) }
+        XCTAssertNotNil(refused)
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["fake"], "the v1 slot is kept")
+        // The enrollment back as it was: the slot opens, and migrates.
+        fake.enrollment = [1, 2, 3]
+        let s = try await reopened.release(account: "a", conversation: ScriptedClient())
+        XCTAssertEqual(s.accessToken, "at-T1")
+    }
+
+    /// A refused request does not restart the idle timer: an app asking for
+    /// what it may not have must not keep the vault open.
+    func testOnlyServedRequestsRestartTheIdleTimer() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        let served = vault.table.lastActivity
+        try await Task.sleep(for: .milliseconds(20))
+        let evil = Requester(pid: 4242, uid: 1, app: AppIdentity(kind: .flatpak, name: "org.example.Evil"))
+        let refused = await failure { _ = try await vault.release(account: "a", conversation: SilentConversation(requester: evil)) }
+        XCTAssertEqual(refused?.code, .appNotAllowed)
+        let bad = await failure { _ = try await vault.importSession(importRequest(account: "a", token: "T2"),
+                                                                     conversation: SilentConversation(requester: evil)) }
+        XCTAssertEqual(bad?.code, .appNotAllowed)
+        XCTAssertEqual(vault.table.lastActivity, served, "refused requests left the idle timer alone")
+        _ = try await vault.release(account: "a", conversation: SilentConversation())
+        XCTAssertGreaterThan(vault.table.lastActivity, served, "a served one restarts it")
+    }
+
+    /// An unidentified peer is granted nothing, not even what it imports.
+    func testAnUnidentifiedPeerIsGrantedNothing() async throws {
+        let vault = try fx.vault([pin])
+        let ghost = SilentConversation(requester: Requester(pid: 4243, uid: 1, unidentified: true))
+        let imported = await failure { _ = try await vault.importSession(importRequest(account: "g", token: "T1"), conversation: ghost) }
+        XCTAssertEqual(imported?.code, .appNotAllowed)
+        XCTAssertEqual(imported?.message, Messages.unidentifiedApp)
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        let visible = await vault.accounts(visibleTo: ghost.requester)
+        XCTAssertEqual(visible.count, 0)
+        let released = await failure { _ = try await vault.release(account: nil, conversation: ghost) }
+        XCTAssertNotNil(released)
+        let grants = await vault.appGrants()
+        XCTAssertEqual(grants.count, 1, "only the scripted app's own grant")
+    }
+}
