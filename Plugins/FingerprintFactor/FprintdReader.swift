@@ -12,6 +12,14 @@ import VaultFactor
 /// `VerifyStart("any")`, wait for `VerifyStatus` (or fprintd leaving the bus, the
 /// timeout, a cancel), then always `VerifyStop` and `Release`.
 ///
+/// A verdict is believed only from fprintd itself: before `Claim` the scan asks
+/// the bus which unique name owns `net.reactivated.Fprint` (`GetNameOwner`), hears
+/// the device's signals from that name alone (in the match rule, and checked
+/// again in the callback), and follows `NameOwnerChanged`: an owner that goes or
+/// changes ends the scan as the service having stopped. Any client of the system
+/// bus may send signals (Debian's `system.conf` allows it), so a `VerifyStatus`
+/// from anyone else is ignored, and counted in the debug log.
+///
 /// The bus is found as GIO finds it: `DBUS_SYSTEM_BUS_ADDRESS` first, then the
 /// standard system socket. fprintd lists only finger names, so a finger's name is
 /// also its template id (see `FingerprintReader`).
@@ -26,10 +34,14 @@ public struct FprintdReader: FingerprintReader {
     /// How long the clean-up calls (`VerifyStop`, `Release`) may take: short, so
     /// a hung fprintd cannot hold the fallback back.
     public let cleanupTimeout: Duration
+    /// vaultd's debug log: what a scan ignored (bus names and counts, nothing else).
+    public let log: @Sendable (String) -> Void
 
-    public init(callTimeout: Duration = .seconds(5), cleanupTimeout: Duration = .milliseconds(500)) {
+    public init(callTimeout: Duration = .seconds(5), cleanupTimeout: Duration = .milliseconds(500),
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.callTimeout = callTimeout
         self.cleanupTimeout = cleanupTimeout
+        self.log = log
     }
 
     // MARK: - FingerprintReader
@@ -96,6 +108,16 @@ public struct FprintdReader: FingerprintReader {
 
     // MARK: - Helpers
 
+    /// The unique name (":1.42") that owns fprintd's well-known name now.
+    func nameOwner(_ bus: Bus, cancellable: Cancellable?) throws(BusError) -> String {
+        let reply = try bus.call(destination: Bus.daemon, path: "/org/freedesktop/DBus", interface: Bus.daemon,
+                                 method: "GetNameOwner", arguments: [.string(Self.service)], timeout: callTimeout,
+                                 cancellable: cancellable)
+        defer { g_variant_unref(reply) }
+        guard let owner = GV.string(GV.child(reply, 0)), owner.hasPrefix(":") else { throw .other("GetNameOwner: unexpected reply") }
+        return owner
+    }
+
     func defaultDevice(_ bus: Bus, cancellable: Cancellable?) throws(BusError) -> String {
         let reply = try bus.call(destination: Self.service, path: Self.managerPath, interface: Self.managerInterface,
                                  method: "GetDefaultDevice", arguments: [], timeout: callTimeout, cancellable: cancellable)
@@ -155,6 +177,12 @@ final class Scan {
     /// Set by the signal callbacks; read by the loop (same thread).
     var outcome: ScanOutcome?
     var selectedFinger = "any"
+    /// The unique name that owned `net.reactivated.Fprint` before `Claim`: the
+    /// only sender whose device signals count.
+    var owner = ""
+    /// Device signals from any other sender: ignored, counted for the debug log.
+    var ignored = 0
+    var ignoredSenders: Set<String> = []
 
     init(reader: FprintdReader, cancel: Cancellable, timeout: Duration) {
         self.reader = reader
@@ -171,22 +199,40 @@ final class Scan {
             g_main_context_unref(context)
         }
         let bus: Bus
-        let device: String
         do {
             bus = try Bus.open(cancellable: cancel)
-            device = try reader.defaultDevice(bus, cancellable: cancel)
         } catch {
             return Self.outcome(error, cancel: cancel)
         }
-        // Subscribed before VerifyStart, so no status can arrive unheard.
         let me = Unmanaged.passUnretained(self).toOpaque()
+        // Ownership first, so that no change after the owner is read goes unheard.
         var subscriptions = [
-            bus.subscribe(sender: nil, interface: FprintdReader.deviceInterface, member: nil, path: device, arg0: nil, userData: me),
-            bus.subscribe(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-                          path: "/org/freedesktop/DBus", arg0: FprintdReader.service, userData: me),
+            bus.subscribe(sender: Bus.daemon, interface: Bus.daemon, member: "NameOwnerChanged", path: "/org/freedesktop/DBus",
+                          arg0: FprintdReader.service, route: .verdict, userData: me),
         ]
-        defer { for id in subscriptions { bus.unsubscribe(id) } }
-        subscriptions.removeAll(where: { $0 == 0 })
+        defer { for id in subscriptions where id != 0 { bus.unsubscribe(id) } }
+        let device: String
+        do {
+            // GetDefaultDevice may start fprintd (bus activation): its owner is read after.
+            device = try reader.defaultDevice(bus, cancellable: cancel)
+            owner = try reader.nameOwner(bus, cancellable: cancel)
+        } catch {
+            return Self.outcome(error, cancel: cancel)
+        }
+        defer {
+            if ignored > 0 {
+                reader.log("fprintd scan: ignored \(ignored) signal(s) on \(device) from \(ignoredSenders.sorted().joined(separator: ", ")), "
+                           + "not from \(FprintdReader.service)'s owner \(owner)")
+            }
+        }
+        // Subscribed before VerifyStart, so no status can arrive unheard: from the
+        // owner, the verdicts; from anyone, only to count what is not the owner's.
+        subscriptions += [
+            bus.subscribe(sender: owner, interface: FprintdReader.deviceInterface, member: nil, path: device, arg0: nil,
+                          route: .verdict, userData: me),
+            bus.subscribe(sender: nil, interface: FprintdReader.deviceInterface, member: nil, path: device, arg0: nil,
+                          route: .count, userData: me),
+        ]
 
         do {
             try callDevice(bus, device, "Claim", [.string("")], cancellable: cancel)
@@ -235,20 +281,38 @@ final class Scan {
         return FprintdReader.refusal(error).map { .refused($0) } ?? .hardwareError
     }
 
-    /// A signal from the device or the bus, on this scan's thread.
-    func signal(_ member: String, _ parameters: OpaquePointer?) {
+    /// A signal from the device's owner or the bus (the `.verdict` subscriptions),
+    /// on this scan's thread. The sender is checked again here: only fprintd's
+    /// unique name speaks for the device, only the bus for its names.
+    func signal(from sender: String, _ member: String, _ parameters: OpaquePointer?) {
+        if member == "NameOwnerChanged" {
+            guard sender == Bus.daemon, GV.string(GV.child(parameters, 0)) == FprintdReader.service else { return }
+            // fprintd left the bus (stopped, crashed, restarting) or the name went to
+            // another process: nothing this scan trusts will answer it.
+            if GV.string(GV.child(parameters, 2)) != owner { outcome = outcome ?? .refused(.serviceStopped) }
+            return
+        }
+        guard sender == owner else { return ignore(sender) }
         switch member {
         case "VerifyFingerSelected":
             if let name = GV.string(GV.child(parameters, 0)) { selectedFinger = name }
         case "VerifyStatus":
             guard outcome == nil, let result = GV.string(GV.child(parameters, 0)) else { return }
             outcome = Self.verifyOutcome(result, finger: selectedFinger)
-        case "NameOwnerChanged":
-            // fprintd left the bus (stopped, crashed, restarting): nothing will answer this scan.
-            if GV.string(GV.child(parameters, 2)) == "" { outcome = outcome ?? .refused(.serviceStopped) }
         default:
             break
         }
+    }
+
+    /// Any signal on the device's path (the `.count` subscription): one not from
+    /// the owner is counted; none of them is acted on here.
+    func heard(from sender: String) {
+        if sender != owner { ignore(sender) }
+    }
+
+    private func ignore(_ sender: String) {
+        ignored += 1
+        ignoredSenders.insert(sender)
     }
 
     /// fprintd's `VerifyStatus` results.
@@ -320,6 +384,8 @@ enum BusError: Error, Equatable, CustomStringConvertible {
 
 /// One private connection to the system bus, used from one thread, closed on deinit.
 final class Bus {
+    /// The bus itself: its name, interface and the sender of its signals.
+    static let daemon = "org.freedesktop.DBus"
     let connection: OpaquePointer
 
     private init(_ connection: OpaquePointer) { self.connection = connection }
@@ -360,14 +426,32 @@ final class Bus {
         return reply
     }
 
-    /// Signals go to `Scan.signal` on the thread-default main context of the caller.
-    func subscribe(sender: String?, interface: String, member: String?, path: String, arg0: String?,
+    /// Where a subscription's signals go, on the thread-default main context of the caller.
+    enum Route {
+        /// `Scan.signal`, which acts on them (after checking the sender again).
+        case verdict
+        /// `Scan.heard`, which only counts the ones from a stranger.
+        case count
+    }
+
+    func subscribe(sender: String?, interface: String, member: String?, path: String, arg0: String?, route: Route,
                    userData: UnsafeMutableRawPointer) -> guint {
-        g_dbus_connection_signal_subscribe(connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
-                                           { _, _, _, _, member, parameters, userData in
-            guard let member, let userData else { return }
-            Unmanaged<Scan>.fromOpaque(userData).takeUnretainedValue().signal(String(cString: member), parameters)
-        }, userData, nil)
+        let callback: GDBusSignalCallback
+        switch route {
+        case .verdict:
+            callback = { _, sender, _, _, member, parameters, userData in
+                guard let sender, let member, let userData else { return }
+                Unmanaged<Scan>.fromOpaque(userData).takeUnretainedValue()
+                    .signal(from: String(cString: sender), String(cString: member), parameters)
+            }
+        case .count:
+            callback = { _, sender, _, _, _, _, userData in
+                guard let userData else { return }
+                Unmanaged<Scan>.fromOpaque(userData).takeUnretainedValue().heard(from: sender.map { String(cString: $0) } ?? "")
+            }
+        }
+        return g_dbus_connection_signal_subscribe(connection, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
+                                                  callback, userData, nil)
     }
 
     func unsubscribe(_ id: guint) {

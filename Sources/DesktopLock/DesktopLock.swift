@@ -23,13 +23,21 @@ public enum DesktopLockCause: String, Sendable {
 /// ScreenSaver. A bus or service that is not there is logged and skipped,
 /// never an error: vaultd runs on machines without a desktop.
 ///
-/// Signals are matched on interface, member and path, not on the sender: any
-/// process on the bus could send one, and all it can do is lock the vault,
-/// which a process of the user can do anyway (`vaultctl lock`).
+/// Signals are believed only from the service that owns the name: the watcher
+/// asks each bus which unique name owns `org.freedesktop.login1` (system bus)
+/// and `org.freedesktop.ScreenSaver` (session bus), subscribes with that name as
+/// the sender (and checks it again in the callback), and follows
+/// `NameOwnerChanged` to the next owner. Any process on either bus can send a
+/// `Lock`, `PrepareForSleep` or `ActiveChanged`; one from anyone else is ignored
+/// and counted in the log. A forged signal could only have locked the vault
+/// (which any process of the user can do with `vaultctl lock`), never opened it,
+/// but the rule is the fingerprint reader's: the verdict comes from its source.
 public final class DesktopLockWatcher: @unchecked Sendable {
-    // @unchecked: after `start` returns, `sessionPath` is read only on the
-    // watcher's own thread (the signal callbacks run there).
+    // @unchecked: after `start` returns, `sessionPath` and `sources` are used
+    // only on the watcher's own thread (the signal callbacks run there).
     static let logind = "org.freedesktop.login1"
+    static let screenSaver = "org.freedesktop.ScreenSaver"
+    static let daemon = "org.freedesktop.DBus"
     static let managerPath = "/org/freedesktop/login1"
     static let managerInterface = "org.freedesktop.login1.Manager"
     static let sessionInterface = "org.freedesktop.login1.Session"
@@ -40,6 +48,8 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     let log: @Sendable (String) -> Void
     /// Our logind session's object path, once found.
     var sessionPath: String?
+    /// logind and the ScreenSaver: whose signals are believed.
+    var sources: [Source] = []
 
     /// `sessionID`: `XDG_SESSION_ID` when set; otherwise logind is asked
     /// (`findSession`).
@@ -78,20 +88,22 @@ public final class DesktopLockWatcher: @unchecked Sendable {
         let me = Unmanaged.passRetained(self).toOpaque()
         if let system = Self.connect(G_BUS_TYPE_SYSTEM, log: log) {
             sessionPath = findSession(system)
+            var signals = [Source.Signal(interface: Self.managerInterface, member: "PrepareForSleep", path: Self.managerPath),
+                           Source.Signal(interface: Self.managerInterface, member: "SessionRemoved", path: Self.managerPath)]
             if let sessionPath {
-                listen(system, interface: Self.sessionInterface, member: "Lock", path: sessionPath, userData: me)
+                signals.insert(Source.Signal(interface: Self.sessionInterface, member: "Lock", path: sessionPath), at: 0)
                 out.append("logind session lock (\(sessionPath))")
             } else {
                 log("logind does not know this process's session: screen locks are heard only through the ScreenSaver")
             }
-            listen(system, interface: Self.managerInterface, member: "PrepareForSleep", path: Self.managerPath, userData: me)
-            listen(system, interface: Self.managerInterface, member: "SessionRemoved", path: Self.managerPath, userData: me)
+            watch(Source(name: Self.logind, bus: system, signals: signals), userData: me)
             out.append("logind sleep and logout")
         } else {
             log("no system bus: the vault does not lock with logind (screen lock, sleep, logout)")
         }
         if Self.hasSessionBus(), let session = Self.connect(G_BUS_TYPE_SESSION, log: log) {
-            listen(session, interface: Self.screenSaverInterface, member: "ActiveChanged", path: nil, userData: me)
+            let signals = [Source.Signal(interface: Self.screenSaverInterface, member: "ActiveChanged", path: nil)]
+            watch(Source(name: Self.screenSaver, bus: session, signals: signals), userData: me)
             out.append("ScreenSaver")
         } else {
             log("no session bus: the vault does not lock with the ScreenSaver")
@@ -100,7 +112,79 @@ public final class DesktopLockWatcher: @unchecked Sendable {
         return out
     }
 
-    /// A signal, on the watcher's thread.
+    /// Follows `source`'s owner from now on: `NameOwnerChanged` first, so that no
+    /// change after the owner is read goes unheard, then the owner, then every
+    /// signal from anyone (only to count the strangers).
+    func watch(_ source: Source, userData: UnsafeMutableRawPointer) {
+        sources.append(source)
+        subscribe(source.bus, sender: Self.daemon, interface: Self.daemon, member: "NameOwnerChanged",
+                  path: "/org/freedesktop/DBus", arg0: source.name, route: .owner, userData: userData)
+        follow(source, owner: nameOwner(source.bus, source.name), userData: userData)
+        for s in source.signals {
+            subscribe(source.bus, sender: nil, interface: s.interface, member: s.member, path: s.path, arg0: nil,
+                      route: .count, userData: userData)
+        }
+    }
+
+    /// Hears `source`'s signals from `owner` alone (none while the name has no owner).
+    func follow(_ source: Source, owner: String?, userData: UnsafeMutableRawPointer) {
+        guard owner != source.owner || (owner != nil && source.subscriptions.isEmpty) else { return }
+        for id in source.subscriptions { g_dbus_connection_signal_unsubscribe(source.bus, id) }
+        source.subscriptions = []
+        source.owner = owner
+        guard let owner else { return }
+        source.subscriptions = source.signals.map { s in
+            subscribe(source.bus, sender: owner, interface: s.interface, member: s.member, path: s.path, arg0: nil,
+                      route: .verdict, userData: userData)
+        }
+    }
+
+    /// The unique name that owns `name` on `bus` now, or nil (no owner, or no answer).
+    func nameOwner(_ bus: OpaquePointer, _ name: String) -> String? {
+        var error: UnsafeMutablePointer<GError>?
+        let reply = g_dbus_connection_call_sync(bus, Self.daemon, "/org/freedesktop/DBus", Self.daemon, "GetNameOwner",
+                                                Self.tuple([g_variant_new_string(name)]), nil, G_DBUS_CALL_FLAGS_NONE,
+                                                2000, nil, &error)
+        // No owner yet (a ScreenSaver that starts after vaultd) is no error: NameOwnerChanged brings it.
+        if let error { g_error_free(error) }
+        return objectPath(reply, 0)
+    }
+
+    /// The source a signal on `bus` with `interface` belongs to.
+    func sourceOf(_ bus: OpaquePointer?, interface: String) -> Source? {
+        sources.first { $0.bus == bus && $0.signals.contains { $0.interface == interface } }
+    }
+
+    /// A subscribed signal, on the watcher's thread.
+    func heard(_ route: Route, bus: OpaquePointer?, sender: String, interface: String, member: String, _ parameters: OpaquePointer?,
+               userData: UnsafeMutableRawPointer) {
+        switch route {
+        case .owner:
+            guard sender == Self.daemon, let name = Self.string(parameters, 0),
+                  let source = sources.first(where: { $0.bus == bus && $0.name == name }) else { return }
+            let owner = Self.string(parameters, 2) ?? ""
+            follow(source, owner: owner.isEmpty ? nil : owner, userData: userData)
+        case .verdict:
+            // The match rule names the owner; checked again here all the same.
+            guard let source = sourceOf(bus, interface: interface) else { return }
+            guard sender == source.owner else { return ignore(source, sender: sender, member: member) }
+            signal(member, parameters)
+        case .count:
+            guard let source = sourceOf(bus, interface: interface), sender != source.owner else { return }
+            ignore(source, sender: sender, member: member)
+        }
+    }
+
+    /// Counts a signal that did not come from `source`'s owner; logs the first
+    /// eight, then the 16th, 32nd, …, so that a flood of them cannot flood the log.
+    func ignore(_ source: Source, sender: String, member: String) {
+        source.ignored += 1
+        guard source.ignored <= 8 || source.ignored & (source.ignored - 1) == 0 else { return }
+        log("ignored \(member) from \(sender.isEmpty ? "an unnamed sender" : sender), which does not own \(source.name) "
+            + "(its owner: \(source.owner ?? "none")); \(source.ignored) ignored so far")
+    }
+
+    /// A signal from its source, on the watcher's thread.
     func signal(_ member: String, _ parameters: OpaquePointer?) {
         switch member {
         case "Lock":
@@ -161,12 +245,45 @@ public final class DesktopLockWatcher: @unchecked Sendable {
         return reply
     }
 
-    func listen(_ bus: OpaquePointer, interface: String, member: String, path: String?, userData: UnsafeMutableRawPointer) {
-        g_dbus_connection_signal_subscribe(bus, nil, interface, member, path, nil, G_DBUS_SIGNAL_FLAGS_NONE,
-                                           { _, _, _, _, member, parameters, userData in
-            guard let member, let userData else { return }
-            Unmanaged<DesktopLockWatcher>.fromOpaque(userData).takeUnretainedValue().signal(String(cString: member), parameters)
-        }, userData, nil)
+    /// Where a subscription's signals go (`heard`).
+    enum Route {
+        /// The bus's `NameOwnerChanged` for a source's name.
+        case owner
+        /// A source's signals, subscribed with its owner as the sender: acted on.
+        case verdict
+        /// The same signals from anyone: only the strangers are counted.
+        case count
+    }
+
+    @discardableResult
+    func subscribe(_ bus: OpaquePointer, sender: String?, interface: String, member: String, path: String?, arg0: String?,
+                   route: Route, userData: UnsafeMutableRawPointer) -> guint {
+        // A C callback captures nothing: one per route.
+        let callback: GDBusSignalCallback
+        switch route {
+        case .owner:
+            callback = { bus, sender, _, interface, member, parameters, userData in
+                DesktopLockWatcher.dispatch(.owner, bus, sender, interface, member, parameters, userData)
+            }
+        case .verdict:
+            callback = { bus, sender, _, interface, member, parameters, userData in
+                DesktopLockWatcher.dispatch(.verdict, bus, sender, interface, member, parameters, userData)
+            }
+        case .count:
+            callback = { bus, sender, _, interface, member, parameters, userData in
+                DesktopLockWatcher.dispatch(.count, bus, sender, interface, member, parameters, userData)
+            }
+        }
+        return g_dbus_connection_signal_subscribe(bus, sender, interface, member, path, arg0, G_DBUS_SIGNAL_FLAGS_NONE,
+                                                  callback, userData, nil)
+    }
+
+    static func dispatch(_ route: Route, _ bus: OpaquePointer?, _ sender: UnsafePointer<gchar>?, _ interface: UnsafePointer<gchar>?,
+                         _ member: UnsafePointer<gchar>?, _ parameters: OpaquePointer?, _ userData: UnsafeMutableRawPointer?) {
+        guard let interface, let member, let userData else { return }
+        Unmanaged<DesktopLockWatcher>.fromOpaque(userData).takeUnretainedValue()
+            .heard(route, bus: bus, sender: sender.map { String(cString: $0) } ?? "", interface: String(cString: interface),
+                   member: String(cString: member), parameters, userData: userData)
     }
 
     /// Whether a session bus is announced. Asked first because without one GIO
@@ -225,6 +342,32 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     static func child(_ tuple: OpaquePointer?, _ index: Int) -> OpaquePointer? {
         guard let tuple, g_variant_is_container(tuple) != 0, index < g_variant_n_children(tuple) else { return nil }
         return g_variant_get_child_value(tuple, gsize(index))
+    }
+}
+
+/// A service whose signals the watcher believes: its well-known name, the bus,
+/// the signals it sends, and the unique name that owns it now.
+final class Source {
+    struct Signal {
+        let interface: String
+        let member: String
+        let path: String?
+    }
+
+    let name: String
+    let bus: OpaquePointer
+    let signals: [Signal]
+    /// The unique name that owns `name` now; nil while nobody does.
+    var owner: String?
+    /// The `signals`, subscribed with `owner` as the sender.
+    var subscriptions: [guint] = []
+    /// Signals not from the owner, ignored so far.
+    var ignored = 0
+
+    init(name: String, bus: OpaquePointer, signals: [Signal]) {
+        self.name = name
+        self.bus = bus
+        self.signals = signals
     }
 }
 

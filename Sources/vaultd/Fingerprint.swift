@@ -20,8 +20,9 @@ extension VaultDaemon {
         case .none:
             return nil
         case .auto, .fprintd:
-            // fprintd on the system bus (DBUS_SYSTEM_BUS_ADDRESS first, as GIO finds it).
-            let reader = FprintdReader()
+            // fprintd on the system bus (DBUS_SYSTEM_BUS_ADDRESS first, as GIO finds it); what a
+            // scan ignored (signals not from fprintd) goes to the debug log.
+            let reader = FprintdReader(log: { logger.debug("\($0)", metadata: ["reader": "fprintd"]) })
             let device = await reader.presence() == .present ? await reader.deviceName() : nil
             guard device != nil || choice == .fprintd else {
                 logger.info("no fingerprint reader through fprintd: fingerprint login is not offered", metadata: ["reader": "auto"])

@@ -162,6 +162,38 @@ final class FprintdReaderTests: XCTestCase {
         XCTAssertEqual(match, .match(finger: "right-index-finger"))
     }
 
+    /// The attacker of issue 21: another client of the system bus sends
+    /// `VerifyStatus("verify-match", true)` on the device's path while a scan
+    /// waits with no finger on the reader. Only fprintd's own unique name speaks
+    /// for the device: the scan times out, the forged signal is counted in the
+    /// debug log, and a real match afterwards still works.
+    func testAForgedMatchFromAnotherBusClientIsIgnored() async throws {
+        try fixture.ctl(["enroll", "right-index-finger"])
+        let logged = Locked<[String]>([])
+        let reader = FprintdReader(log: { line in logged.withLock { $0.append(line) } })
+        fixture.forgetSocket()
+        let task = Task { await reader.scan(timeout: .seconds(3)) }
+        // Claimed: subscribed and waiting (the subscriptions come before Claim).
+        try fixture.waitUntilClaimed()
+        let forger = try fixture.ctl(["forge", "verify-match"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(forger.hasPrefix(":"), forger)
+        let got = await task.value
+        XCTAssertEqual(got, .timeout, "a VerifyStatus from \(forger), not from fprintd, decided the scan")
+        let lines = logged.withLock { $0 }
+        XCTAssertEqual(lines.count, 1, "\(lines)")
+        XCTAssertTrue(lines.first?.contains("ignored 1 signal(s)") == true && lines.first?.contains(forger) == true, "\(lines)")
+        XCTAssertFalse(lines.joined().contains("verify-match"), "the log names senders and counts, not what they said")
+        try fixture.assertClaimable()
+
+        // fprintd's own verdict is still heard, and nothing was ignored this time.
+        let real = Task { await reader.scan(timeout: .seconds(10)) }
+        try fixture.ctl(["send", "SCAN print-right-index-finger"])
+        let match = await real.value
+        // (Which finger fprintd names is testMatchAndNoMatch's business: here, that its match is heard.)
+        guard case .match = match else { return XCTFail("fprintd's own match was not heard: \(match)") }
+        XCTAssertEqual(logged.withLock { $0.count }, 1)
+    }
+
     func testCancelAndTimeoutReleaseTheDevice() async throws {
         try fixture.ctl(["enroll", "right-index-finger"])
         fixture.forgetSocket()

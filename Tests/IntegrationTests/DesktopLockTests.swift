@@ -56,6 +56,68 @@ final class DesktopLockTests: VaultdTestCase {
         XCTAssertTrue(audit.contains { $0["event"] == "lock" && $0["detail"]?["reason"] == "sleep" }, "\(audit.map(\.text))")
     }
 
+    /// Issue 21's rule for the desktop's signals: believed only from the unique
+    /// name that owns org.freedesktop.login1 (system bus) or
+    /// org.freedesktop.ScreenSaver (session bus). Another client of each bus
+    /// sends the very signals the mocks send; none locks the vault, each is
+    /// logged as ignored, and the mocks' own signals still lock it.
+    func testForgedDesktopSignalsFromOtherClientsDoNotLock() throws {
+        let (v, watcher) = try start()
+        let d = try XCTUnwrap(desktop)
+        try unlockAndHear(v, watcher)
+        let c7 = "/org/freedesktop/login1/session/c7"
+        let forgeries: [(member: String, bus: String, signals: [[String]])] = [
+            ("Lock", d.system, [[c7, "org.freedesktop.login1.Session", "Lock", ""]]),
+            ("PrepareForSleep", d.system, [["/org/freedesktop/login1", "org.freedesktop.login1.Manager", "PrepareForSleep", "b", "true"]]),
+            ("SessionRemoved", d.system, [["/org/freedesktop/login1", "org.freedesktop.login1.Manager", "SessionRemoved", "so", "c7", c7]]),
+            ("ActiveChanged", d.session, [["/org/freedesktop/ScreenSaver", "org.freedesktop.ScreenSaver", "ActiveChanged", "b", "true"]]),
+            // The bus's own signal forged too, naming the forger logind's new
+            // owner, then a Lock from the same connection: still not logind.
+            ("Lock", d.system, [["/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged", "sss",
+                                 "org.freedesktop.login1", "", "$me"],
+                                [c7, "org.freedesktop.login1.Session", "Lock", ""]]),
+        ]
+        for forgery in forgeries {
+            let forger = try forge(forgery.bus, forgery.signals)
+            XCTAssertEqual(watcher.readLine(timeout: 1), .timeout, "a forged \(forgery.member) from \(forger) locked the vault")
+            XCTAssertEqual(try status(v)["locked"], .bool(false), "a forged \(forgery.member) from \(forger) locked the vault")
+            XCTAssertTrue(v.log.contains("ignored \(forgery.member) from \(forger), which does not own"), "\(forgery.member): \(v.log)")
+        }
+        // The services' own signals, from the names' owners, still lock.
+        for (signal, reason) in [("lock", "screen_locked"), ("sleep", "sleep"), ("screensaver", "screen_locked")] {
+            try unlockAndHear(v, watcher)
+            try d.ctl(signal)
+            let event = try watcher.readJSON(timeout: 5)
+            XCTAssertEqual(event["kind"], "locked", "\(signal): \(event.text)")
+            XCTAssertEqual(event["reason"]?.stringValue, reason, "\(signal): \(event.text)")
+        }
+    }
+
+    /// Sends `signals` ([path, interface, member, signature, args...]; "$me" is
+    /// the sender's own unique name) from one new connection to `bus`, as any
+    /// client may; returns that connection's unique name once the bus has routed them.
+    func forge(_ bus: String, _ signals: [[String]]) throws -> String {
+        let script = """
+            import json, sys
+            import dbus, dbus.lowlevel
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            me = bus.get_unique_name()
+            for path, interface, member, signature, *args in json.loads(sys.argv[2]):
+                message = dbus.lowlevel.SignalMessage(path, interface, member)
+                values = [me if a == "$me" else (a == "true") if signature == "b" else a for a in args]
+                if signature:
+                    message.append(*values, signature=signature)
+                bus.send_message(message)
+            bus.flush()
+            bus.get_name_owner("org.freedesktop.DBus")  # a round trip: the signals were routed
+            print(me)
+            """
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: signals), as: UTF8.self)
+        let r = try runCommand([Desktop.python, "-c", script, bus, json], environment: childEnvironment([:]), timeout: 20)
+        guard r.status == 0 else { throw IntegrationError("forging \(signals): \(r.stderr)") }
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     func testWakingAndAnotherSessionEndingLeaveTheVaultOpen() throws {
         let (v, watcher) = try start()
         try unlockAndHear(v, watcher)

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import VaultClient
 import VaultProtocol
 import VaultTestSupport
@@ -25,9 +26,10 @@ final class FprintdFlowTests: VaultdTestCase {
         try super.tearDownWithError()
     }
 
-    func start(reader: String = "fprintd", fingers: [String] = ["right-index-finger"]) throws -> VaultdProcess {
+    func start(reader: String = "fprintd", fingers: [String] = ["right-index-finger"], scanTimeout: Int = 10,
+               top: String = "") throws -> VaultdProcess {
         if !fingers.isEmpty { try fixture.ctl(["enroll"] + fingers) }
-        let config = VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"\(reader)\"\nscan_timeout = 10\n"
+        let config = top + VaultdProcess.fastPINConfig + "[fingerprint]\nreader = \"\(reader)\"\nscan_timeout = \(scanTimeout)\n"
         let v = try makeVaultd(config: config, env: ["DBUS_SYSTEM_BUS_ADDRESS": fixture.address])
         vaultds.append(v)
         try v.start()
@@ -186,6 +188,46 @@ final class FprintdFlowTests: VaultdTestCase {
         XCTAssertEqual(dying.secretPrompts, 1)
         XCTAssertTrue(dying.messages.contains { $0.contains("fingerprint service stopped") }, "\(dying.messages)")
         XCTAssertTrue(v.isRunning)
+    }
+
+    /// Issue 21's attacker against a real vaultd: while vaultd's scan waits with
+    /// no finger on the reader, another client of the system bus sends
+    /// `VerifyStatus("verify-match", true)` on the device's path. The session is
+    /// not released by it (the scan times out and the PIN is asked), vaultd's
+    /// debug log counts the ignored signal, and a real match later still opens.
+    func testAForgedMatchOnTheBusDoesNotReleaseTheSession() throws {
+        let v = try start(scanTimeout: 4, top: "log_level = \"debug\"\n")
+        try setUpEnrolled(v)
+        let fixture = try XCTUnwrap(self.fixture), root = fixture.root
+        let forged = Locked<[String]>([])
+        let script = PromptScript(secrets: [Self.pin]) { prompt in
+            guard prompt.kind == .message, prompt.text.contains("Touch") else { return }
+            Thread.detachNewThread {
+                // Once vaultd has claimed the device: subscribed and waiting.
+                let socket = root + "/vdev.sock"
+                unlink(socket)
+                for _ in 0..<300 where !FileManager.default.fileExists(atPath: socket) { usleep(10_000) }
+                if let name = try? fixture.ctl(["forge", "verify-match"]) {
+                    forged.withLock { $0.append(name.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                }
+            }
+        }
+        let r = try session(v, script)
+        let forgers = forged.withLock { $0 }
+        XCTAssertEqual(forgers.count, 1, "the forged signal was sent once, mid-scan")
+        XCTAssertFalse(r.isOK && script.secretPrompts == 0, "the forged match released the session: \(r.text)")
+        XCTAssertEqual(script.secretPrompts, 1, "no finger, so the PIN: \(script.messages)")
+        XCTAssertTrue(v.log.contains("ignored 1 signal(s)") && v.log.contains(forgers.first ?? "?"), v.log)
+        try fixture.assertClaimable()
+
+        // fprintd's own match still opens it, with nothing ignored.
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let real = touching(["SCAN print-right-index-finger"])
+        let again = try session(v, real)
+        XCTAssertTrue(again.isOK, again.text)
+        XCTAssertEqual(again.result?["access_token"], "AT-fprintd-1")
+        XCTAssertEqual(real.secretPrompts, 0)
+        XCTAssertEqual(v.log.components(separatedBy: "fprintd scan: ignored ").count - 1, 1, "only the forged signal was ignored")
     }
 
     func testVaultdStoppedMidScanLeavesTheReaderFree() throws {
