@@ -13,6 +13,10 @@ public enum ClientError: Error, Sendable {
     /// Whatever answers at the socket path runs as another user (or its
     /// uid could not be read): nothing was sent to it.
     case foreignServer(String)
+    /// Whatever answers at the socket path runs as us but inside a sandbox
+    /// (its root directory is not ours): an app's impostor, not vaultd.
+    /// Nothing was sent to it. Its `code` is `foreign_server` too.
+    case sandboxedServer(String)
     /// vaultd closed the connection before answering.
     case closed
     /// A reply we could not understand (a bug on one side).
@@ -23,7 +27,7 @@ public enum ClientError: Error, Sendable {
     public var code: String {
         switch self {
         case .notRunning: return "not_running"
-        case .foreignServer: return "foreign_server"
+        case .foreignServer, .sandboxedServer: return "foreign_server"
         case .closed: return "closed"
         case .malformed: return "malformed"
         case .vault(let code, _, _): return code
@@ -34,6 +38,7 @@ public enum ClientError: Error, Sendable {
         switch self {
         case .notRunning: return Messages.daemonNotRunning.text(language)
         case .foreignServer(let path): return Messages.foreignServer(path).text(language)
+        case .sandboxedServer(let path): return Messages.sandboxedServer(path).text(language)
         case .closed: return Messages.daemonClosed.text(language)
         case .malformed: return Messages.standard(.internal).text(language)
         case .vault(_, let message, _): return message
@@ -76,9 +81,18 @@ public final class VaultConnection {
         // Anyone who can create the socket path first (another user, when the
         // directory is /tmp/sessionvault-UID) could pose as vaultd and collect
         // PINs and imported tokens: only a server running as us is spoken to.
-        guard serverUID(fd) == getuid() else {
+        guard let server = serverCredentials(fd), server.uid == getuid() else {
             close(fd)
             throw .foreignServer(path)
+        }
+        // Our own uid is not enough: an app in a sandbox runs as us, and one
+        // allowed to write the socket's directory can put its own socket at
+        // the path and relay to vaultd (which takes the path back within a
+        // second, but a client may connect in between). vaultd never runs in
+        // a sandbox, so a server whose root directory is not ours is refused.
+        guard !runsUnderAnotherRoot(pid: server.pid) else {
+            close(fd)
+            throw .sandboxedServer(path)
         }
         self.fd = fd
     }
@@ -310,9 +324,47 @@ public func connectUnixSocket(_ path: String) -> Int32? {
 /// The uid of the process at the other end of a connected Unix socket
 /// (`SO_PEERCRED`: who created the listening socket), nil if unreadable.
 public func serverUID(_ fd: Int32) -> UInt32? {
+    serverCredentials(fd)?.uid
+}
+
+/// The pid (in our pid namespace; 0 when the server's process is not in it)
+/// and uid of whoever listens at the other end of a connected Unix socket.
+func serverCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32)? {
     var pid: Int32 = 0
     var uid: UInt32 = 0
-    return sv_peer_credentials(fd, &pid, &uid) == 0 ? uid : nil
+    return sv_peer_credentials(fd, &pid, &uid) == 0 ? (pid, uid) : nil
+}
+
+/// True only when process `pid` demonstrably runs in a sandbox: its root
+/// directory (`/proc/PID/root/`) is not ours. Everything that cannot tell is
+/// false: pid 0 (the server is outside our pid namespace, as vaultd is for a
+/// client inside a Flatpak sandbox); a client that is itself in a Flatpak
+/// sandbox (`/.flatpak-info`: its root is the sandbox's, so vaultd's differs
+/// by design; bubblewrap run by root shares the pid namespace and can read
+/// vaultd's root); or `/proc/PID/root` unreadable (the real vaultd is not
+/// dumpable, so to a process without CAP_SYS_PTRACE it is). The same rule
+/// as the Python client's `_runs_under_another_root`.
+public func runsUnderAnotherRoot(pid: Int32) -> Bool {
+    guard pid > 0, access("/.flatpak-info", F_OK) != 0 else { return false }
+    guard let theirs = directoryIdentity("/proc/\(pid)/root/"), let ours = directoryIdentity("/") else { return false }
+    return theirs != ours
+}
+
+/// Device and inode of the directory at `path` (followed: the trailing slash
+/// makes stat go through /proc's magic root link), nil when unreadable.
+private func directoryIdentity(_ path: String) -> [UInt64]? {
+    var st = stat()
+    return stat(path, &st) == 0 ? [UInt64(st.st_dev), UInt64(st.st_ino)] : nil
+}
+
+extension Messages {
+    /// What answers at the socket runs as us but in a sandbox: a client refuses it.
+    /// (Beside `foreignServer`, whose first words it shares.)
+    public static func sandboxedServer(_ path: String) -> LocalizedText {
+        LocalizedText(
+            en: "The program at \(path) is not your vaultd (it runs inside an app's sandbox), so nothing was sent to it. An app may have put its own socket there: try again in a few seconds, and if this message comes back, close your sandboxed (Flatpak) apps and restart vaultd with “systemctl --user restart vaultd”.",
+            nb: "Programmet på \(path) er ikke din vaultd (det kjører i sandkassen til en app), så ingenting ble sendt til det. En app kan ha lagt sin egen socket der: prøv igjen om noen sekunder, og hvis denne meldingen kommer tilbake, lukk appene som kjører i sandkasse (Flatpak), og start vaultd på nytt med «systemctl --user restart vaultd».")
+    }
 }
 
 /// Writes all of `bytes` to a socket (retrying after signals, never raising

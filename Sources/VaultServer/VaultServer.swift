@@ -60,10 +60,17 @@ public struct ConnectionLimits: Sendable {
 }
 
 /// A started server: `close` stops accepting; `closed` completes once it has.
+/// The listening socket may change underneath (SocketKeeper takes a replaced
+/// socket's path back with a new one); `closed` is about the server, not one socket.
 public struct Listener: Sendable {
-    let channel: any Channel
-    public var closed: EventLoopFuture<Void> { channel.closeFuture }
-    public func close() { channel.close(promise: nil) }
+    let keeper: SocketKeeper
+    public var closed: EventLoopFuture<Void> { keeper.closed }
+    /// Stops accepting, and stops watching the socket's path.
+    public func close() { keeper.close() }
+    /// Removes the socket file if vaultd bound it itself and it is still the
+    /// one at the path: never systemd's (socket activation), never a file
+    /// someone else put there.
+    public func removeSocket() { keeper.removeOwnSocket() }
 }
 
 /// The Unix-socket server: one per vaultd, in a 0700 directory, socket 0600,
@@ -76,6 +83,8 @@ public final class VaultServer: Sendable {
     let connections = ConnectionSet()
     let group: MultiThreadedEventLoopGroup
     let logger: Logger
+    /// Where a replaced socket is recorded (SocketKeeper).
+    let audit: AuditLog
 
     /// `openableOrigins`: the origins of the configured providers'
     /// authorization endpoints, sent with every `open_url` prompt so that the
@@ -88,6 +97,7 @@ public final class VaultServer: Sendable {
         self.group = group
         self.logger = logger
         self.limits = limits
+        self.audit = vault.audit
         self.handler = RequestHandler(vault: vault, serverName: "vaultd/\(SessionVaultVersion.string)",
                                       promptTimeout: Int64(promptTimeout), maxInFlight: limits.maxInFlight,
                                       openableOrigins: openableOrigins, prompterFactory: prompterFactory)
@@ -97,7 +107,8 @@ public final class VaultServer: Sendable {
     public func closeConnections() { connections.closeAll() }
 
     /// Binds the socket (or adopts the one systemd passed, `activatedFD`) and
-    /// starts serving it.
+    /// starts serving it; from then on the path is watched and taken back if
+    /// someone replaces the socket (SocketKeeper).
     public func start(activatedFD: CInt? = nil) async throws(ServerStartError) -> Listener {
         let fd: CInt
         if let activatedFD {
@@ -109,33 +120,51 @@ public final class VaultServer: Sendable {
             try Self.prepare(socketPath: socketPath)
             fd = try Self.listen(on: socketPath)
         }
-        let handler = self.handler
-        let limits = self.limits
-        let connections = self.connections
-        let ownUID = getuid()
-        let bootstrap = ServerBootstrap(group: group)
-            // Frames are small and clients mostly wait for each answer: one read
-            // per wakeup saves the extra read(2) that would only return EAGAIN.
-            .childChannelOption(.maxMessagesPerRead, value: 1)
-            .childChannelOption(.writeBufferWaterMark,
-                                value: .init(low: limits.maxUnsentBytes / 2, high: limits.maxUnsentBytes))
-            .childChannelInitializer { channel in
-                // The peer is read before the first byte is: nothing is served to an unknown process.
-                PeerCredentials.of(channel).flatMapThrowing { peer in
-                    try channel.pipeline.syncOperations.addHandlers(
-                        BackPressureHandler(),
-                        ConnectionHandler(handler: handler, limits: limits, connections: connections, ownUID: ownUID, peer: peer))
-                }
-            }
+        // Read right after bind: the socket file clients reach, as opposed to
+        // the descriptor's own (sockfs) inode, which fstat would give.
+        let identity = PathState.of(socketPath)
+        let serve = servingFunction()
         let channel: any Channel
         do {
-            channel = try await bootstrap.withBoundSocket(fd).get()
+            channel = try await serve(fd).get()
         } catch {
             close(fd)
             throw .bind("serve: \(error)")
         }
+        let keeper = SocketKeeper(path: socketPath, channel: channel,
+                                  identity: { if case .socket(let id) = identity { return id } else { return nil } }(),
+                                  ownsPath: activatedFD == nil, logger: logger, audit: audit, serve: serve)
+        keeper.start()
         logger.info("listening", metadata: ["socket": "\(socketPath)"])
-        return Listener(channel: channel)
+        return Listener(keeper: keeper)
+    }
+
+    /// Serves a listening descriptor: every listener of this server (the
+    /// first and any that takes a replaced socket's path back) has the same
+    /// options and pipeline and shares the connection limit.
+    func servingFunction() -> @Sendable (CInt) -> EventLoopFuture<any Channel> {
+        let handler = self.handler
+        let limits = self.limits
+        let connections = self.connections
+        let group = self.group
+        let ownUID = getuid()
+        return { fd in
+            ServerBootstrap(group: group)
+                // Frames are small and clients mostly wait for each answer: one read
+                // per wakeup saves the extra read(2) that would only return EAGAIN.
+                .childChannelOption(.maxMessagesPerRead, value: 1)
+                .childChannelOption(.writeBufferWaterMark,
+                                    value: .init(low: limits.maxUnsentBytes / 2, high: limits.maxUnsentBytes))
+                .childChannelInitializer { channel in
+                    // The peer is read before the first byte is: nothing is served to an unknown process.
+                    PeerCredentials.of(channel).flatMapThrowing { peer in
+                        try channel.pipeline.syncOperations.addHandlers(
+                            BackPressureHandler(),
+                            ConnectionHandler(handler: handler, limits: limits, connections: connections, ownUID: ownUID, peer: peer))
+                    }
+                }
+                .withBoundSocket(fd)
+        }
     }
 
     /// A listening Unix socket at `path`, mode 0600, non-blocking.

@@ -338,7 +338,10 @@ struct ListenerService: Service {
         await vault.lock(reason: "shutdown")
         vault.audit.flushHead()
         server.closeConnections()
-        if activatedFD == nil { unlink(server.socketPath) }
+        // Only a socket vaultd bound itself (at start, or when it took a
+        // replaced socket's path back), and only while it is still the file at
+        // the path: systemd's is systemd's to remove.
+        listener.removeSocket()
     }
 }
 

@@ -328,6 +328,67 @@ class TestForeignServer(unittest.TestCase):
         self.assertEqual(json.loads(out.strip().splitlines()[-1])["received"], "", "the client sent data to it")
 
 
+BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
+
+
+def start_sandboxed_server(test, sandbox=True):
+    """Runs FOREIGN_SERVER as us, in a bubblewrap sandbox (its own root and pid
+    namespace, as a Flatpak app has) unless ``sandbox`` is false; returns (path, process)."""
+    if sandbox and not os.access(BWRAP, os.X_OK):
+        raise cannot_run_here("bwrap not found (apt-get install bubblewrap)")
+    d = tempfile.mkdtemp(prefix="sv-pytest-sandboxed-")
+    test.addCleanup(shutil.rmtree, d, True)
+    path = os.path.join(d, "vault.sock")
+    program = ["/usr/bin/python3", "-c", FOREIGN_SERVER, path]
+    if sandbox:
+        program = [BWRAP, "--die-with-parent", "--unshare-pid", "--tmpfs", "/", "--ro-bind", "/usr", "/usr",
+                   "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+                   "--proc", "/proc", "--dev", "/dev", "--bind", d, d] + program
+    proc = subprocess.Popen(program, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin:/bin"})
+    test.addCleanup(lambda: proc.poll() is not None or proc.kill())
+    ready = proc.stdout.readline().strip()
+    if ready != "ready" and sandbox:
+        proc.kill()
+        raise cannot_run_here("bwrap could not start a sandbox here: %s" % proc.stderr.read().strip())
+    test.assertEqual(ready, "ready")
+    return path, proc
+
+
+class TestSandboxedServer(unittest.TestCase):
+    """A socket served from a sandbox (an app that put its own socket at vaultd's
+    path) is refused before a byte is sent, though it runs as our uid: its
+    /proc/PID/root is not our root directory."""
+
+    def test_client_refuses_a_server_in_a_sandbox(self):
+        path, proc = start_sandboxed_server(self)
+        with self.assertRaises(VaultConnectionError) as cm:
+            with VaultClient(path, timeout=IO_TIMEOUT) as c:
+                c.hello("pytest")
+        self.assertEqual(cm.exception.code, "foreign_server")
+        self.assertIn(path, cm.exception.message)
+        self.assertIn("sandbox", cm.exception.message)
+        self.assertIn("systemctl --user restart vaultd", cm.exception.message)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(json.loads(out.strip().splitlines()[-1])["received"], "", "the client sent data to it")
+
+    def test_the_same_server_outside_a_sandbox_is_spoken_to(self):
+        # The control: the refusal above is the sandbox's, not the stand-in's.
+        path, proc = start_sandboxed_server(self, sandbox=False)
+        with VaultClient(path, timeout=IO_TIMEOUT) as c:
+            self.assertEqual(c.hello("pytest")["server"], "fake")
+        out, _ = proc.communicate(timeout=30)
+        self.assertIn("hello", json.loads(out.strip().splitlines()[-1])["received"])
+
+    def test_what_cannot_be_told_is_allowed(self):
+        import sessionvault
+        self.assertFalse(sessionvault._runs_under_another_root(0), "pid 0: the server is outside our pid namespace")
+        self.assertFalse(sessionvault._runs_under_another_root(os.getpid()), "our own root")
+        with open("/proc/sys/kernel/pid_max") as f:
+            unused = int(f.read()) + 1  # never a pid
+        self.assertFalse(sessionvault._runs_under_another_root(unused), "no /proc entry: cannot tell")
+
+
 class TestProtocol(VaultdTestCase):
     """Handshake, shapes and framing on a fresh vault."""
 

@@ -47,7 +47,8 @@ class VaultError(Exception):
 
 class VaultConnectionError(VaultError):
     """vaultd could not be reached, or the connection broke (code ``unavailable``),
-    or what answers at the socket runs as another user (code ``foreign_server``)."""
+    or what answers at the socket is not vaultd: it runs as another user, or
+    inside a sandbox (code ``foreign_server``)."""
 
     def __init__(self, message, code="unavailable"):
         super().__init__(code, message)
@@ -78,6 +79,32 @@ def default_socket_path():
     if runtime:
         return os.path.join(runtime, "sessionvault", "vault.sock")
     return "/tmp/sessionvault-%d/vault.sock" % os.getuid()
+
+
+def _runs_under_another_root(pid):
+    """True only when process ``pid`` demonstrably runs in a sandbox: its root
+    directory (``/proc/PID/root/``) is not ours.
+
+    Everything that cannot tell is False: pid 0 (the server is outside our pid
+    namespace, as vaultd is for a client inside a Flatpak sandbox); a client
+    that is itself in a Flatpak sandbox (``/.flatpak-info``: its root is the
+    sandbox's, so vaultd's differs by design); or an unreadable
+    ``/proc/PID/root`` (the real vaultd is not dumpable). The same rule as the
+    Swift client's ``runsUnderAnotherRoot``.
+    """
+    if pid <= 0 or os.path.lexists("/.flatpak-info"):
+        return False
+    theirs, ours = _directory_identity("/proc/%d/root/" % pid), _directory_identity("/")
+    return theirs is not None and ours is not None and theirs != ours
+
+
+def _directory_identity(path):
+    """(st_dev, st_ino) of the directory at ``path`` (followed), or None when unreadable."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 class VaultClient:
@@ -126,14 +153,27 @@ class VaultClient:
         # /tmp/sessionvault-UID) could pose as vaultd and collect PINs and
         # tokens: speak only to a server that runs as us (SO_PEERCRED).
         try:
-            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
         except OSError:
-            uid = None
+            pid, uid = 0, None
         if uid is None or uid & 0xFFFFFFFF != os.getuid():
             sock.close()
             raise VaultConnectionError(
                 "The program at %s is not your vaultd (it runs as another user), so nothing was sent to it. "
                 "Remove that socket (ask an administrator if it is not yours) and start vaultd again." % self.socket_path,
+                code="foreign_server",
+            )
+        # Our own uid is not enough: an app in a sandbox runs as us, and one
+        # allowed to write the socket's directory can put its own socket at the
+        # path and relay to vaultd. vaultd never runs in a sandbox, so a server
+        # whose root directory is not ours is refused.
+        if _runs_under_another_root(pid):
+            sock.close()
+            raise VaultConnectionError(
+                "The program at %s is not your vaultd (it runs inside an app's sandbox), so nothing was sent to it. "
+                "An app may have put its own socket there: try again in a few seconds, and if this message comes back, "
+                "close your sandboxed (Flatpak) apps and restart vaultd with \u201csystemctl --user restart vaultd\u201d."
+                % self.socket_path,
                 code="foreign_server",
             )
         self._sock = sock
