@@ -14,6 +14,8 @@ extension Vault {
         let d = factor.descriptor
         guard d.contribution == .lowEntropySecret, let slot = keyslots[d.id.rawValue] else { return }
         if hardOpenings != openingsBefore { return }
+        // A client that cannot be asked cannot give it: say so, not "locked".
+        guard conversation.isInteractive else { throw .badRequest(Messages.currentPINNeedsPerson) }
         let asking = CurrentSecretConversation(base: conversation, prompt: Messages.currentPINFirst)
         switch await attempt(factor, slot: slot, asking) {
         case .opened:

@@ -580,6 +580,10 @@ extension Messages {
         return LocalizedText(en: "Replace the saved \(provider) login of \(name) with the imported one? The apps that used it will use the new one.",
                       nb: "Erstatte den lagrede \(provider)-innloggingen til \(name) med den importerte? Appene som brukte den, bruker den nye.")
     }
+    /// Changing or turning off the PIN from a client that cannot ask the person.
+    public static let currentPINNeedsPerson = LocalizedText(
+        en: "Changing or turning off the PIN needs the PIN you use now, typed by you. Do it in SessionVault's own dialog or settings (or with “vaultctl” at a terminal).",
+        nb: "Å endre eller slå av PIN-koden krever PIN-koden du bruker nå, skrevet inn av deg. Gjør det i SessionVaults egen dialog eller innstillinger (eller med «vaultctl» i en terminal).")
     /// Changing or turning off the PIN asks for the current one first.
     public static let currentPINFirst = LocalizedText(
         en: "To change or turn off your PIN, first enter the PIN you use now.",

@@ -221,6 +221,7 @@ struct PeerCredentials {
     static func identify(_ c: PeerCredentials, pidfd given: CInt, procRoot: String = "/proc") -> Requester {
         var requester = Requester(pid: c.pid, uid: c.uid)
         guard c.pid > 0 else {
+            if given >= 0 { close(given) }
             requester.unidentified = true
             return requester
         }

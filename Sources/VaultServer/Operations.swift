@@ -135,7 +135,11 @@ extension RequestHandler {
     func checkCaller(_ op: String, _ requester: Requester) throws(VaultFailure) {
         guard requester.isConfined, RequestHandler.personOnly.contains(op) else { return }
         let audit = vault.audit
-        let detail: [String: JSON] = ["op": .string(op), "app": requester.app.map { .string($0.key) } ?? .null]
+        var detail: [String: JSON] = ["op": .string(op)]
+        if let app = requester.app {
+            detail["app_kind"] = .string(app.kind.rawValue)
+            detail["app"] = .string(app.name)
+        }
         Task.detached(priority: .utility) { audit.record("admin_refused", outcome: "app_not_allowed", detail: detail, requester: requester) }
         throw VaultFailure(.appNotAllowed, message: op == "allow_app" ? Messages.sandboxCannotGrant : Messages.notForApps)
     }

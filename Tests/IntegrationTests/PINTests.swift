@@ -11,18 +11,20 @@ final class PINTests: VaultdTestCase {
     func testEnrollRefusesWeakPINsWithTheirSentences() throws {
         let v = try startVaultd()
         enrollPIN(v)
-        // Three weak PINs in a row: each refused with its sentence, then the enrollment ends.
-        let weak = v.vaultctl(["reenroll", "pin"], stdin: "123456\n111111\n4829\n")
+        // Changing the PIN asks for the current one first; then three weak PINs
+        // in a row: each refused with its sentence, then the enrollment ends.
+        let weak = v.vaultctl(["reenroll", "pin"], stdin: "\(Self.pin)\n123456\n111111\n4829\n")
+        XCTAssertTrue(weak.err.contains("To change or turn off your PIN, first enter the PIN you use now."), weak.err)
         XCTAssertEqual(weak.exit, 1, "out: \(weak.out) err: \(weak.err)")
         XCTAssertTrue(weak.err.contains("That PIN is a run of digits (like 123456) and is easy to guess. Please choose another."), weak.err)
         XCTAssertTrue(weak.err.contains("That PIN repeats one digit and is easy to guess. Please choose another."), weak.err)
         XCTAssertTrue(weak.err.contains("A PIN must have 6 to 64 digits. Please choose another."), weak.err)
         XCTAssertTrue(weak.err.contains("The PIN was not set up. Run “vaultctl enroll pin” to try again."), weak.err)
         // Letters, and two PINs that differ.
-        let letters = v.vaultctl(["reenroll", "pin"], stdin: "48a915\n")
+        let letters = v.vaultctl(["reenroll", "pin"], stdin: "\(Self.pin)\n48a915\n")
         XCTAssertTrue(letters.err.contains("A PIN may contain digits only. Please choose another."), letters.err)
         XCTAssertEqual(letters.exit, 6, "input ended: cancelled. \(letters.err)")
-        let mismatch = v.vaultctl(["reenroll", "pin"], stdin: "730641\n730642\n")
+        let mismatch = v.vaultctl(["reenroll", "pin"], stdin: "\(Self.pin)\n730641\n730642\n")
         XCTAssertTrue(mismatch.err.contains("The two PINs were not the same. Let's start again."), mismatch.err)
 
         // The old PIN is still the one that works.

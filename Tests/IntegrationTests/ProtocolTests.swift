@@ -149,18 +149,23 @@ final class ProtocolTests: VaultdTestCase {
 
         // reenroll: a new PIN
         let newPIN = "730641"
-        r = try c.call("reenroll", ["factor": "pin"], onPrompt: PromptScript(secrets: [newPIN, newPIN]).handler)
+        // Changing the PIN asks for the current one first (issue 21).
+        r = try c.call("reenroll", ["factor": "pin"], onPrompt: PromptScript(secrets: [Self.pin, newPIN, newPIN]).handler)
         XCTAssertTrue(r.isOK, r.text)
         XCTAssertEqual(r.result?["state"], "enabled")
         _ = try c.call("lock")
         r = try c.call("unlock", ["factor": "pin"], onPrompt: PromptScript(secrets: [newPIN]).handler)
         XCTAssertTrue(r.isOK, "the re-enrolled PIN does not unlock: \(r.text)")
 
-        // disable: needs a confirmation
+        // disable: needs the current PIN, so a client that cannot be asked
+        // cannot, "confirm" or not; an interactive one is asked for it.
         let quiet2 = try v.raw()
         r = try quiet2.call("disable", ["factor": "pin"])
         XCTAssertEqual(r.errorCode, "bad_request", r.text)
         r = try quiet2.call("disable", ["factor": "pin", "confirm": true])
+        XCTAssertEqual(r.errorCode, "bad_request", r.text)
+        XCTAssertEqual(r["error"]?["message"], .string(Messages.currentPINNeedsPerson.en), r.text)
+        r = try c.call("disable", ["factor": "pin", "confirm": true], onPrompt: PromptScript(secrets: [newPIN]).handler)
         XCTAssertTrue(r.isOK, r.text)
         XCTAssertEqual(r.result?["factor"], "pin")
         XCTAssertEqual(r.result?["state"], "not_enrolled")

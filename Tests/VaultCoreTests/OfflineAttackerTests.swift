@@ -220,7 +220,7 @@ final class NoDeadEndTests: XCTestCase {
         _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
-        _ = try await vault.disable(.pin, confirmed: true, conversation: ScriptedClient())
+        _ = try await vault.disable(.pin, confirmed: true, conversation: ScriptedClient(secrets: ["482915"]))
         XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["device", "fake"])
         let warning = await vault.atRestWarning()
         XCTAssertEqual(warning, Messages.fingerprintWithoutPIN, "status says the device key alone guards it")

@@ -248,11 +248,13 @@ final class VaultTests: XCTestCase {
         let vault = try fx.vault([pin])
         _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
-        // Declining the confirmation changes nothing.
-        let declined = await code { _ = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(confirms: [false])) }
+        // The current PIN first (changing or removing it asks for it), then the
+        // confirmation: declining it changes nothing.
+        let declined = await code { _ = try await vault.disable(.pin, confirmed: false,
+                                                                conversation: ScriptedClient(secrets: ["482915"], confirms: [false])) }
         XCTAssertEqual(declined, .cancelled)
         XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"])
-        let status = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(confirms: [true]))
+        let status = try await vault.disable(.pin, confirmed: false, conversation: ScriptedClient(secrets: ["482915"], confirms: [true]))
         XCTAssertEqual(status.state, .notEnrolled)
         XCTAssertEqual(try fx.store.keyslots().map(\.id), ["device"])
         let reopened = try fx.reopened([pin])
