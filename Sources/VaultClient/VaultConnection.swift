@@ -344,10 +344,31 @@ func serverCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32)? {
 /// vaultd's root); or `/proc/PID/root` unreadable (the real vaultd is not
 /// dumpable, so to a process without CAP_SYS_PTRACE it is). The same rule
 /// as the Python client's `_runs_under_another_root`.
+///
+/// An impostor can make its own root unreadable (`PR_SET_DUMPABLE` 0), so a
+/// second sign is read that every process may read and none can hide: its
+/// pid namespaces (`NSpid` in `/proc/PID/status`). More than one pid there
+/// means it runs in a pid namespace below ours, as every Flatpak app does and
+/// vaultd never does.
 public func runsUnderAnotherRoot(pid: Int32) -> Bool {
     guard pid > 0, access("/.flatpak-info", F_OK) != 0 else { return false }
+    if let depth = pidNamespaceDepth(pid: pid), depth > 1 { return true }
     guard let theirs = directoryIdentity("/proc/\(pid)/root/"), let ours = directoryIdentity("/") else { return false }
     return theirs != ours
+}
+
+/// How many pid namespaces, from ours down, process `pid` has a pid in
+/// (`NSpid`); nil when it cannot be read.
+func pidNamespaceDepth(pid: Int32) -> Int? {
+    guard let file = fopen("/proc/\(pid)/status", "r") else { return nil }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 512)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard text.hasPrefix("NSpid:") else { continue }
+        return text.dropFirst(6).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).count
+    }
+    return nil
 }
 
 /// Device and inode of the directory at `path` (followed: the trailing slash
@@ -362,8 +383,8 @@ extension Messages {
     /// (Beside `foreignServer`, whose first words it shares.)
     public static func sandboxedServer(_ path: String) -> LocalizedText {
         LocalizedText(
-            en: "The program at \(path) is not your vaultd (it runs inside an app's sandbox), so nothing was sent to it. An app may have put its own socket there: try again in a few seconds, and if this message comes back, close your sandboxed (Flatpak) apps and restart vaultd with “systemctl --user restart vaultd”.",
-            nb: "Programmet på \(path) er ikke din vaultd (det kjører i sandkassen til en app), så ingenting ble sendt til det. En app kan ha lagt sin egen socket der: prøv igjen om noen sekunder, og hvis denne meldingen kommer tilbake, lukk appene som kjører i sandkasse (Flatpak), og start vaultd på nytt med «systemctl --user restart vaultd».")
+            en: "The program at \(path) is not your vaultd (it runs inside an app's sandbox), so nothing was sent to it. An app may have put its own socket there: try again in a few seconds, and if this message comes back, close your sandboxed (Flatpak) apps, or log out and in again.",
+            nb: "Programmet på \(path) er ikke din vaultd (det kjører i sandkassen til en app), så ingenting ble sendt til det. En app kan ha lagt sin egen socket der: prøv igjen om noen sekunder, og hvis denne meldingen kommer tilbake, lukk appene som kjører i sandkasse (Flatpak), eller logg ut og inn igjen.")
     }
 }
 

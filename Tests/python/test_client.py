@@ -368,7 +368,7 @@ class TestSandboxedServer(unittest.TestCase):
         self.assertEqual(cm.exception.code, "foreign_server")
         self.assertIn(path, cm.exception.message)
         self.assertIn("sandbox", cm.exception.message)
-        self.assertIn("systemctl --user restart vaultd", cm.exception.message)
+        self.assertIn("log out and in again", cm.exception.message, "a next step without a terminal")
         out, _ = proc.communicate(timeout=30)
         self.assertEqual(json.loads(out.strip().splitlines()[-1])["received"], "", "the client sent data to it")
 
@@ -379,6 +379,26 @@ class TestSandboxedServer(unittest.TestCase):
             self.assertEqual(c.hello("pytest")["server"], "fake")
         out, _ = proc.communicate(timeout=30)
         self.assertIn("hello", json.loads(out.strip().splitlines()[-1])["received"])
+
+    def test_a_sandbox_is_told_by_its_pid_namespace_too(self):
+        # An impostor can make its root unreadable (PR_SET_DUMPABLE 0, against a
+        # client without CAP_SYS_PTRACE); its pid namespace it cannot hide.
+        import sessionvault
+        path, proc = start_sandboxed_server(self)
+        self.assertEqual(sessionvault._pid_namespace_depth(proc.pid), 1, "bwrap itself runs in ours")
+        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and self._parent(int(p)) == proc.pid]
+        self.assertTrue(children, "the sandboxed server process")
+        self.assertEqual(max(sessionvault._pid_namespace_depth(c) for c in children), 2)
+        self.assertEqual(sessionvault._pid_namespace_depth(os.getpid()), 1)
+        proc.kill()
+
+    @staticmethod
+    def _parent(pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return -1
 
     def test_what_cannot_be_told_is_allowed(self):
         import sessionvault

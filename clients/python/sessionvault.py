@@ -94,8 +94,25 @@ def _runs_under_another_root(pid):
     """
     if pid <= 0 or os.path.lexists("/.flatpak-info"):
         return False
+    # An impostor can make its root unreadable (not dumpable); its pid
+    # namespaces it cannot hide: more than one pid in NSpid means a pid
+    # namespace below ours, as every Flatpak app has and vaultd never does.
+    if _pid_namespace_depth(pid) > 1:
+        return True
     theirs, ours = _directory_identity("/proc/%d/root/" % pid), _directory_identity("/")
     return theirs is not None and ours is not None and theirs != ours
+
+
+def _pid_namespace_depth(pid):
+    """How many pid namespaces, from ours down, process ``pid`` has a pid in (0: unreadable)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) - 1
+    except OSError:
+        pass
+    return 0
 
 
 def _directory_identity(path):
@@ -172,7 +189,7 @@ class VaultClient:
             raise VaultConnectionError(
                 "The program at %s is not your vaultd (it runs inside an app's sandbox), so nothing was sent to it. "
                 "An app may have put its own socket there: try again in a few seconds, and if this message comes back, "
-                "close your sandboxed (Flatpak) apps and restart vaultd with \u201csystemctl --user restart vaultd\u201d."
+                "close your sandboxed (Flatpak) apps, or log out and in again."
                 % self.socket_path,
                 code="foreign_server",
             )
