@@ -103,8 +103,12 @@ public final class VaultServer: Sendable {
                                       openableOrigins: openableOrigins, prompterFactory: prompterFactory)
     }
 
-    /// Closes every client connection; their open questions count as cancelled.
-    public func closeConnections() { connections.closeAll() }
+    /// Closes every client connection; their open questions count as cancelled,
+    /// and the `watch` listener ends.
+    public func closeConnections() {
+        connections.closeAll()
+        handler.watchers.stop()
+    }
 
     /// Binds the socket (or adopts the one systemd passed, `activatedFD`) and
     /// starts serving it; from then on the path is watched and taken back if

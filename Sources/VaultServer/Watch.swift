@@ -17,6 +17,11 @@ final class Watchers: Sendable {
     private struct State {
         var clients: [ObjectIdentifier: Client] = [:]
         var listening = false
+        /// The one listener; cancelled by `stop()` so that at shutdown it ends
+        /// with its stream instead of staying suspended on a feed nobody will
+        /// finish (LeakSanitizer saw that task and its stream leaked at exit).
+        var listener: Task<Void, Never>?
+        var stopped = false
     }
     private let state = Locked(State())
 
@@ -25,18 +30,33 @@ final class Watchers: Sendable {
     /// Adds `client`; the first watcher starts the one listener on `events`.
     func add(_ client: Client, events: VaultEvents) {
         let start = state.withLock { s -> Bool in
+            if s.stopped { return false }
             s.clients[ObjectIdentifier(client)] = client
             defer { s.listening = true }
             return !s.listening
         }
         guard start else { return }
         let stream = events.stream()
-        Task { [weak self] in
+        let listener = Task { [weak self] in
             for await notice in stream {
                 guard let self else { return }
                 self.deliver(notice)
             }
         }
+        state.withLock { s in
+            if s.stopped { listener.cancel() } else { s.listener = listener }
+        }
+    }
+
+    /// Forgets every watcher and ends the listener (at shutdown); later `add`s are ignored.
+    func stop() {
+        let listener = state.withLock { s -> Task<Void, Never>? in
+            s.stopped = true
+            s.clients.removeAll()
+            defer { s.listener = nil }
+            return s.listener
+        }
+        listener?.cancel()
     }
 
     func remove(_ client: Client) {
