@@ -52,7 +52,10 @@ extension RequestHandler {
             return ["revoked": .int(Int64(r.removed)), "revoked_at_provider": .int(Int64(r.revokedAtProvider))]
         case "login":
             // No provider named: vaultd asks the person which (docs/protocol.md).
-            return try await vault.login(provider: try optionalString(request, "provider"), conversation: conversation).json
+            // The answer hands the app a session: audited as every release is.
+            let released = try await vault.login(provider: try optionalString(request, "provider"), conversation: conversation)
+            auditRelease(released, requester: conversation.requester)
+            return released.json
         case "enroll", "reenroll":
             let status = try await vault.enroll(try factorField(request), conversation: conversation)
             return status.json(language)

@@ -18,8 +18,12 @@ final class MemberAndAuditTests: VaultdTestCase {
     func testAReleaseIsAuditedWithTheRequestingProcess() throws {
         let v = try startDemo()
         XCTAssertEqual(loginDemo(v, "vipps").exit, 0)
+        // The login hands its client a session: that release is audited like any other.
+        let afterLogin = try waitForAudit(v) { $0.contains { $0["event"] == "release" } }
+        XCTAssertEqual(afterLogin.filter { $0["event"] == "release" }.count, 1, "the login's release: \(afterLogin)")
         for _ in 0..<3 { XCTAssertEqual(v.vaultctl(["token"]).exit, 0) }
-        let releases = try waitForAudit(v) { $0.filter { $0["event"] == "release" }.count >= 3 }
+        let releases = try waitForAudit(v) { $0.filter { $0["event"] == "release" }.count >= 4 }
+        XCTAssertEqual(releases.filter { $0["event"] == "release" }.count, 4, "\(releases)")
         for r in releases where r["event"] == "release" {
             XCTAssertNotEqual(r["pid"], .null)
             XCTAssertTrue(r["exe"]?.stringValue?.hasSuffix("vaultctl") ?? false, "\(r.text)")
