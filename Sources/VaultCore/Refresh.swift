@@ -50,7 +50,11 @@ extension Vault {
             return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
         }
         let stillValid = secret.accessToken != nil && (expiresIn ?? 0) > 5
-        guard let refreshToken = secret.refreshToken, let provider = providers.provider(for: meta) else {
+        // A refresh token past the end the provider gave it is not tried (the
+        // answer would be invalid_grant): the session lasts as long as its
+        // access token, as SessionEnds announces.
+        let refreshUsable = meta.refreshExpiresAt.map { $0 > nowS } ?? true
+        guard let refreshToken = secret.refreshToken, refreshUsable, let provider = providers.provider(for: meta) else {
             if stillValid, let token = secret.accessToken {
                 return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
             }

@@ -34,10 +34,14 @@ final class SessionEnds: Sendable {
     }
 
     /// When a session can no longer be used without a new login: its access
-    /// token's expiry when it has no refresh token, else its refresh token's
-    /// expiry when the provider said; nil when nothing says.
+    /// token's expiry when it has no refresh token; with one, the later of the
+    /// two expiries once the provider said when the refresh token ends (a
+    /// refresh token that ends first leaves the access token usable, and
+    /// `freshSession` releases it until then); nil when nothing says.
     static func end(of meta: SessionMeta) -> Int64? {
-        meta.hasRefreshToken ? meta.refreshExpiresAt : meta.accessExpiresAt
+        guard meta.hasRefreshToken else { return meta.accessExpiresAt }
+        guard let refreshEnd = meta.refreshExpiresAt else { return nil }
+        return max(refreshEnd, meta.accessExpiresAt ?? refreshEnd)
     }
 
     /// Session `id` was stored, renewed (`entry`) or removed (nil).

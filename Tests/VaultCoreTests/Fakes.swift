@@ -91,6 +91,8 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
         var refreshTokensSeen: [String] = []
         var revoked: [String] = []
         var accessTTL: Int64 = 3600
+        /// The refresh token's life as the provider states it (`refresh_expires_in`); nil: not stated.
+        var refreshTTL: Int64?
         /// How long the token endpoint takes.
         var refreshDelay: Duration = .milliseconds(100)
         var generation = 0
@@ -115,9 +117,11 @@ final class FakeIdentityProvider: IdentityProvider, Sendable {
     var snapshot: State { state.withLock { $0 } }
 
     func grant(_ generation: Int) -> TokenGrant {
-        let ttl = state.withLock { $0.accessTTL }
-        return TokenGrant(accessToken: "AT-\(id)-\(generation)", accessExpiresAt: Int64(Date().timeIntervalSince1970) + ttl,
-                          refreshToken: issuesRefreshTokens ? "RT-\(id)-\(generation)" : nil)
+        let (ttl, refreshTTL) = state.withLock { ($0.accessTTL, $0.refreshTTL) }
+        let now = Int64(Date().timeIntervalSince1970)
+        return TokenGrant(accessToken: "AT-\(id)-\(generation)", accessExpiresAt: now + ttl,
+                          refreshToken: issuesRefreshTokens ? "RT-\(id)-\(generation)" : nil,
+                          refreshExpiresAt: issuesRefreshTokens ? refreshTTL.map { now + $0 } : nil)
     }
 
     let reenrollMinimumACR: String? = "urn:bankid:bid;LOA=4"

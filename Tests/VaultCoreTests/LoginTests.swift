@@ -303,6 +303,41 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(s.accessToken, "AT-bankid-1")
     }
 
+    /// A refresh token that ends before its access token: the session lasts
+    /// until the access token ends, the end is announced then and not before,
+    /// and the spent refresh token is never sent to the provider.
+    func testARefreshTokenEndingFirstLeavesTheAccessTokenItsLife() async throws {
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = 40; $0.refreshTTL = 0 }   // inside the refresh window, refresh token spent
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let meta = try XCTUnwrap(vault.table.allEntries().values.first?.meta)
+        XCTAssertEqual(SessionEnds.end(of: meta), meta.accessExpiresAt, "the end is the access token's, not the spent refresh token's")
+        let got = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(got.accessToken, "AT-bankid-1")
+        XCTAssertEqual(bankid.snapshot.refreshCalls, 0, "a refresh token past its stated end is not tried")
+
+        // Once the access token has run out too, the session has ended, still without a call.
+        bankid.set { $0.accessTTL = 0 }
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        let f = await failure { _ = try await vault.release(account: "bankid", conversation: SilentConversation()) }
+        XCTAssertEqual(f?.code, .sessionExpired)
+        XCTAssertEqual(bankid.snapshot.refreshCalls, 0)
+        XCTAssertEqual(try fx.store.sessions().count, 0)
+    }
+
+    func testSessionEndsIsTheLaterExpiryOnceTheRefreshTokensEndIsKnown() {
+        func meta(access: Int64?, refresh: Int64?, hasRefresh: Bool) -> SessionMeta {
+            SessionMeta(account: "a", provider: "p", issuer: "https://idp.example", clientID: "c", subject: "s", name: "A",
+                        claims: [:], accessExpiresAt: access, refreshExpiresAt: refresh, hasRefreshToken: hasRefresh, createdAt: 0)
+        }
+        XCTAssertEqual(SessionEnds.end(of: meta(access: 1000, refresh: 500, hasRefresh: true)), 1000)
+        XCTAssertEqual(SessionEnds.end(of: meta(access: 500, refresh: 1000, hasRefresh: true)), 1000)
+        XCTAssertEqual(SessionEnds.end(of: meta(access: nil, refresh: 700, hasRefresh: true)), 700)
+        XCTAssertNil(SessionEnds.end(of: meta(access: 500, refresh: nil, hasRefresh: true)), "a refresh token with no stated end")
+        XCTAssertEqual(SessionEnds.end(of: meta(access: 500, refresh: 1000, hasRefresh: false)), 500)
+    }
+
     func testVippsSessionEndsWithItsAccessToken() async throws {
         let vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
         vipps.set { $0.accessTTL = 0 }
