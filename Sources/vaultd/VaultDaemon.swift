@@ -94,9 +94,13 @@ struct VaultDaemon: AsyncParsableCommand {
         if created { logger.notice("created a new device key", metadata: ["keyring": "\(deviceKeys.kind)"]) }
 
         let pin = file.pin
-        let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? 5, firstDelay: pin?.first_delay ?? 30,
-                                      maxDelay: pin?.max_delay ?? 86_400)
-        var factors: [any UnlockFactor] = [PINFactor(minimumLength: pin?.min_length ?? 6, throttle: throttle)]
+        // Unset keys take the defaults from the types that own them (ThrottlePolicy, PINFactor).
+        let throttleDefaults = ThrottlePolicy()
+        let throttle = ThrottlePolicy(freeAttempts: pin?.free_attempts ?? throttleDefaults.freeAttempts,
+                                      firstDelay: pin?.first_delay ?? throttleDefaults.firstDelay,
+                                      maxDelay: pin?.max_delay ?? throttleDefaults.maxDelay)
+        var factors: [any UnlockFactor] = [pin?.min_length.map { PINFactor(minimumLength: $0, throttle: throttle) }
+                                           ?? PINFactor(throttle: throttle)]
         if let fingerprint = await Self.fingerprintFactor(file, demo: demo, dataDir: dataDir, logger: logger, language: language) {
             factors.append(fingerprint)
         }
@@ -124,11 +128,12 @@ struct VaultDaemon: AsyncParsableCommand {
         var cost = PasswordHash.Cost.interactive
         if let mib = pin?.argon_memory_mib { cost.memLimit = mib * 1024 * 1024 }
         if let ops = pin?.argon_ops { cost.opsLimit = UInt64(max(1, ops)) }
-        let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? 900, pinCost: cost,
-                                      promptTimeout: file.prompt_timeout ?? 120,
-                                      maxUnlocked: max(0, file.max_unlocked ?? 12 * 3600),
-                                      fingerprintMaxAge: max(0, file.fingerprint_max_hours ?? 48) * 3600,
-                                      perApp: file.per_app ?? true)
+        let defaults = VaultConfig()   // the broker's defaults live there, once
+        let vaultConfig = VaultConfig(idleTimeout: idleTimeout ?? file.idle_timeout ?? defaults.idleTimeout, pinCost: cost,
+                                      promptTimeout: file.prompt_timeout ?? defaults.promptTimeout,
+                                      maxUnlocked: max(0, file.max_unlocked ?? defaults.maxUnlocked),
+                                      fingerprintMaxAge: file.fingerprint_max_hours.map { max(0, $0) * 3600 } ?? defaults.fingerprintMaxAge,
+                                      perApp: file.per_app ?? defaults.perApp)
 
         // Identity providers: the configured ones, or the built-in demo ones.
         let http = OIDCHTTPClient()
