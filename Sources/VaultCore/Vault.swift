@@ -134,9 +134,14 @@ public actor Vault {
     var audienceGeneration = 0
 
     /// Opens (or creates) the vault on a store with the device key.
+    /// `clock` is the broker's one reading of the time (Unix seconds) for its
+    /// timers: idle and `max_unlocked` locks, the fingerprint's age limit, token
+    /// freshness, rate limits. Tests pass one they advance instead of sleeping.
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
                 providers: any IdentityProviderDirectory = NoIdentityProviders(),
-                members: any MemberDirectory = NoMemberDirectory()) throws(VaultStartupError) {
+                members: any MemberDirectory = NoMemberDirectory(),
+                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(VaultStartupError) {
+        self.clock = clock
         self.store = store
         self.providers = providers
         self.members = members
@@ -162,7 +167,7 @@ public actor Vault {
         }
         let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
         self.keyslots = opened.keyslots
-        let started = Date().timeIntervalSince1970
+        let started = clock()
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
@@ -252,7 +257,9 @@ public actor Vault {
     /// The unlocked vault key, or nil while locked.
     var vaultKey: SecureBytes? { table.vaultKey }
 
-    nonisolated func now() -> Double { Date().timeIntervalSince1970 }
+    /// Unix seconds, from the clock the vault was made with.
+    nonisolated let clock: @Sendable () -> Double
+    nonisolated func now() -> Double { clock() }
 
     func touch() { table.touch(now()) }
 

@@ -242,8 +242,13 @@ struct Fixture {
     }
 
     func vault(_ factors: [any UnlockFactor], config: VaultConfig = VaultConfig(idleTimeout: 0),
-               providers: any IdentityProviderDirectory = NoIdentityProviders()) throws -> Vault {
-        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger, providers: providers)
+               providers: any IdentityProviderDirectory = NoIdentityProviders(),
+               clock: TestClock? = nil) throws -> Vault {
+        if let clock {
+            return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger,
+                             providers: providers, clock: clock.reading)
+        }
+        return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger, providers: providers)
     }
 
     /// A second vault on the same files, as after a restart.
@@ -264,4 +269,11 @@ struct Fixture {
 func importRequest(account: String, token: String) -> ImportRequest {
     ImportRequest(issuer: "https://login.example.org", clientID: "app", account: account, name: "Kari Nordmann",
                   refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)
+}
+
+/// A clock a test moves by hand: the broker's timers see time pass without the test sleeping.
+final class TestClock: Sendable {
+    private let now = Locked(Date().timeIntervalSince1970)
+    func advance(seconds: Double) { now.withLock { $0 += seconds } }
+    var reading: @Sendable () -> Double { { [now] in now.withLock { $0 } } }
 }

@@ -136,11 +136,12 @@ final class VaultTests: XCTestCase {
         let fake = FakePresenceFactor()
         var config = VaultConfig()
         config.fingerprintMaxAge = 1
-        let vault = try fx.vault([fake, pin], config: config)
+        let clock = TestClock()
+        let vault = try fx.vault([fake, pin], config: config, clock: clock)
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         await vault.lock(reason: "test")
-        try await Task.sleep(for: .milliseconds(1100))
+        clock.advance(seconds: 1.1)
         let c = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient()) }
         XCTAssertNotNil(c, "past fingerprint_max_hours the PIN is needed")
         try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
@@ -149,12 +150,13 @@ final class VaultTests: XCTestCase {
     func testMaxUnlockedLocksHoweverBusy() async throws {
         var config = VaultConfig(idleTimeout: 3600)
         config.maxUnlocked = 1
-        let vault = try fx.vault([pin], config: config)
+        let clock = TestClock()
+        let vault = try fx.vault([pin], config: config, clock: clock)
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         await vault.lockIfIdle()
         let v2 = await vault.isLocked
         XCTAssertFalse(v2)
-        try await Task.sleep(for: .milliseconds(1100))
+        clock.advance(seconds: 1.1)
         _ = await vault.accounts()   // busy: a request just now
         await vault.lockIfIdle()
         let v3 = await vault.isLocked
@@ -348,12 +350,13 @@ final class VaultTests: XCTestCase {
 
     func testIdleLock() async throws {
         let fake = FakePresenceFactor()
-        let vault = try fx.vault([fake], config: VaultConfig(idleTimeout: 1))
+        let clock = TestClock()
+        let vault = try fx.vault([fake], config: VaultConfig(idleTimeout: 1), clock: clock)
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         await vault.lockIfIdle()
         var locked = await vault.isLocked
         XCTAssertFalse(locked, "not idle yet")
-        try await Task.sleep(for: .milliseconds(1100))
+        clock.advance(seconds: 1.1)
         await vault.lockIfIdle()
         locked = await vault.isLocked
         XCTAssertTrue(locked)
