@@ -139,9 +139,15 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),  // RSA key generation (jwt-kit has none)
         ], swiftSettings: strict),
 
+        // The ID-token check alone (JWKS parsing, header, key choice, signature, claims), with no
+        // network: OIDCFactor fetches the keys and calls it; fuzz-jwt builds only this and jwt-kit.
+        .target(name: "OIDCToken", dependencies: [
+            "VaultFactor", .product(name: "JWTKit", package: "jwt-kit"),
+        ], path: "Plugins/OIDCToken", swiftSettings: strict),
+
         // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
         .target(name: "OIDCFactor", dependencies: [
-            "VaultFactor", "Locking",
+            "VaultFactor", "Locking", "OIDCToken",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -180,7 +186,7 @@ let package = Package(
         fuzzTarget("fuzz-plugin-messages", ["ExternalFactor"]),
         fuzzTarget("fuzz-config", ["DaemonConfig"]),
         // fuzz-jwt signs mutated headers and payloads with its fixed test keys.
-        fuzzTarget("fuzz-jwt", ["OIDCFactor", "VaultProtocol", .product(name: "JWTKit", package: "jwt-kit")]),
+        fuzzTarget("fuzz-jwt", ["OIDCToken", "VaultProtocol", .product(name: "JWTKit", package: "jwt-kit")]),
 
         // Helpers more than one test target uses: "cannot run here" (a failure under CI=true),
         // temp dirs, running a tool with a timeout, finding the built binaries.
@@ -191,7 +197,7 @@ let package = Package(
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking"]),
         .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking", "VaultTestSupport"]),
         .testTarget(name: "OIDCFactorTests", dependencies: [
-            "OIDCFactor", "VaultFactor", "Locking", "VaultTestSupport",
+            "OIDCFactor", "OIDCToken", "VaultFactor", "Locking", "VaultTestSupport",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),

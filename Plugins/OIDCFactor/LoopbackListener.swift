@@ -2,6 +2,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Locking
+import OIDCToken
 import VaultFactor
 
 /// The page the browser shows after the redirect: plain HTML, no scripts, no

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import OIDCToken
 import VaultFactor
 
 /// An OpenID Connect identity provider (BankID, Vipps, ID-porten, any issuer):
@@ -191,7 +192,7 @@ public final class OIDCProvider: IdentityProvider {
         } catch {
             switch error {
             case .invalid(let reason): throw failures.tokenInvalid(reason: "id_token: \(reason)")
-            case .keysUnavailable(let f): throw failures.transport(f.transport, reason: f.reason)
+            case .keysUnavailable(let f): throw failures.transport(f.transport as? OIDCHTTPClient.Failure, reason: f.reason)
             }
         }
         // Verified above: a non-empty string.

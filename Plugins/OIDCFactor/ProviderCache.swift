@@ -1,4 +1,5 @@
 import NIOHTTP1
+import OIDCToken
 import VaultFactor
 
 /// Discovery document and JWKS of one provider, cached for

@@ -1,12 +1,5 @@
+import OIDCToken
 import VaultFactor
-
-/// Signing algorithms an ID token may use. Only asymmetric ones: `none` and the
-/// HMAC family can never be configured (an HMAC "key" would be the public key).
-public enum SigningAlgorithm: String, Sendable, CaseIterable, Hashable {
-    case rs256 = "RS256"
-    case es256 = "ES256"
-    case edDSA = "EdDSA"
-}
 
 /// Everything that makes one identity provider different from another, as plain
 /// values, so vaultd can fill it from TOML. Start from a built-in profile

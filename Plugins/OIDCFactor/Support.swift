@@ -149,7 +149,3 @@ enum PKCE {
     return Int64(ts.tv_sec)
 }
 
-/// Compares two strings without an early exit on the first difference.
-func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    Sodium.constantTimeEqual(Array(a.utf8), Array(b.utf8))
-}

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import OIDCFactor
+import OIDCToken
 import VaultFactor
 import XCTest
 

@@ -2,6 +2,7 @@ import JWTKit
 import Locking
 import XCTest
 @testable import OIDCFactor
+@testable import OIDCToken
 import VaultFactor
 
 /// Serves fixed key sets and counts fetches: `sets[0]` first, later sets on refresh.

@@ -7,6 +7,7 @@ import NIOPosix
 import Locking
 import XCTest
 @testable import OIDCFactor
+@testable import OIDCToken
 import VaultFactor
 
 // MARK: - Keys and tokens made in the test

@@ -1,7 +1,7 @@
 import Dispatch
 import FuzzReplay
 import JWTKit
-import OIDCFactor
+import OIDCToken
 import Synchronization
 import VaultProtocol
 

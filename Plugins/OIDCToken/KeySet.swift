@@ -2,10 +2,10 @@ import JWTKit
 import VaultFactor
 
 /// One verification key from a provider's JWKS, with its algorithm fixed.
-struct VerificationKey: Sendable {
-    let kid: String?
-    let algorithm: SigningAlgorithm
-    let verifier: any JWTAlgorithm
+package struct VerificationKey: Sendable {
+    package let kid: String?
+    package let algorithm: SigningAlgorithm
+    package let verifier: any JWTAlgorithm
 }
 
 /// A provider's signing keys, parsed by us (strict JSON) and handed to jwt-kit
@@ -20,16 +20,16 @@ struct VerificationKey: Sendable {
 ///   the token header's `alg` must equal the key's before any verification;
 /// - a key without `alg` would take its algorithm from the first token seen (and
 ///   cache it even if verification fails), so no key reaches jwt-kit without one.
-struct KeySet: Sendable {
-    var keys: [VerificationKey]
+package struct KeySet: Sendable {
+    package var keys: [VerificationKey]
     /// How many JWKs were skipped (wrong use, disallowed alg, unsupported or malformed).
-    var skipped: Int
+    package var skipped: Int
 
-    enum Problem: Error, Equatable {
+    package enum Problem: Error, Equatable {
         case malformed(String)
     }
 
-    static func parse(_ body: [UInt8], allowed: Set<SigningAlgorithm>) async throws(Problem) -> KeySet {
+    package static func parse(_ body: [UInt8], allowed: Set<SigningAlgorithm>) async throws(Problem) -> KeySet {
         let json: JSON
         do { json = try JSON.parse(body) } catch { throw .malformed("not JSON") }
         guard let list = json["keys"]?.arrayValue else { throw .malformed("no keys array") }
@@ -104,7 +104,7 @@ struct KeySet: Sendable {
         }
     }
 
-    enum Selection {
+    package enum Selection {
         case key(VerificationKey)
         /// No key with this kid (or, without a kid, none for the alg): worth one JWKS refetch.
         case unknownKid
@@ -112,7 +112,7 @@ struct KeySet: Sendable {
         case unusable
     }
 
-    func select(kid: String?, algorithm: SigningAlgorithm) -> Selection {
+    package func select(kid: String?, algorithm: SigningAlgorithm) -> Selection {
         if let kid {
             let named = keys.filter { $0.kid == kid }
             if named.isEmpty { return .unknownKid }
@@ -130,13 +130,13 @@ struct KeySet: Sendable {
 
 /// A compact JWS split into its parts, with header and payload parsed by our
 /// strict JSON parser (duplicate keys refused).
-struct CompactJWS {
-    let header: [String: JSON]
-    let payload: [String: JSON]
-    let signingInput: [UInt8]
-    let signature: [UInt8]
+package struct CompactJWS {
+    package let header: [String: JSON]
+    package let payload: [String: JSON]
+    package let signingInput: [UInt8]
+    package let signature: [UInt8]
 
-    init?(_ token: String) {
+    package init?(_ token: String) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
               let h = Base64URL.decode(parts[0]), let p = Base64URL.decode(parts[1]),

@@ -3,25 +3,42 @@ import VaultFactor
 
 /// Where verification keys come from: the provider's JWKS (cached), refetched
 /// once when a token names a key we do not have.
-protocol KeySource: Sendable {
+package protocol KeySource: Sendable {
     func keys(refresh: Bool) async throws(KeySourceFailure) -> KeySet
 }
 
-struct KeySourceFailure: Error, Equatable {
-    var transport: OIDCHTTPClient.Failure?
-    var reason: String
+/// Why the keys could not be had: `transport` is the fetcher's own error (for
+/// OIDCFactor an `OIDCHTTPClient.Failure`, which says timeout from refused),
+/// `reason` the diagnostic line.
+package struct KeySourceFailure: Error {
+    package var transport: (any Error & Sendable)?
+    package var reason: String
+
+    package init(transport: (any Error & Sendable)?, reason: String) {
+        self.transport = transport
+        self.reason = reason
+    }
 }
 
 /// ID token validation per OpenID Connect Core §3.1.3.7, without trusting jwt-kit
 /// for anything but the signature arithmetic.
-struct IDTokenVerifier: Sendable {
-    var issuer: String
-    var clientID: String
-    var trustedAudiences: Set<String>
-    var allowedAlgorithms: Set<SigningAlgorithm>
-    var clockSkew: Int64
+package struct IDTokenVerifier: Sendable {
+    package var issuer: String
+    package var clientID: String
+    package var trustedAudiences: Set<String>
+    package var allowedAlgorithms: Set<SigningAlgorithm>
+    package var clockSkew: Int64
 
-    enum Failure: Error, Equatable {
+    package init(issuer: String, clientID: String, trustedAudiences: Set<String>, allowedAlgorithms: Set<SigningAlgorithm>,
+                 clockSkew: Int64) {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.trustedAudiences = trustedAudiences
+        self.allowedAlgorithms = allowedAlgorithms
+        self.clockSkew = clockSkew
+    }
+
+    package enum Failure: Error {
         /// The token is not acceptable. The reason is for diagnostics only and
         /// never contains token material.
         case invalid(String)
@@ -32,7 +49,7 @@ struct IDTokenVerifier: Sendable {
     /// Verifies signature and claims; returns the payload's claims.
     /// `nonce`: the login's nonce (nil only for tokens from a refresh).
     /// `accessToken`: checked against `at_hash` when the token carries one.
-    func verify(_ token: String, nonce: String?, accessToken: String?, now: Int64,
+    package func verify(_ token: String, nonce: String?, accessToken: String?, now: Int64,
                 keys source: any KeySource) async throws(Failure) -> [String: JSON] {
         let parsed = try parse(token)
         // A kid we do not have is worth one JWKS refetch (the provider rotated).
@@ -47,13 +64,13 @@ struct IDTokenVerifier: Sendable {
     }
 
     /// A compact JWS with its header checked, before any key is chosen.
-    struct ParsedToken {
-        let jws: CompactJWS
-        let algorithm: SigningAlgorithm
-        let kid: String?
+    package struct ParsedToken {
+        package let jws: CompactJWS
+        package let algorithm: SigningAlgorithm
+        package let kid: String?
     }
 
-    func parse(_ token: String) throws(Failure) -> ParsedToken {
+    package func parse(_ token: String) throws(Failure) -> ParsedToken {
         guard let jws = CompactJWS(token) else { throw .invalid("malformed JWS") }
         let algorithm = try checkHeader(jws.header)
         let kid: String?
@@ -68,7 +85,7 @@ struct IDTokenVerifier: Sendable {
 
     /// Key selection, signature and claims against one key set (synchronous: no
     /// fetch happens here). Nil when the set has no key for the token's kid.
-    func verify(_ token: ParsedToken, keys set: KeySet, nonce: String?, accessToken: String?,
+    package func verify(_ token: ParsedToken, keys set: KeySet, nonce: String?, accessToken: String?,
                 now: Int64) throws(Failure) -> [String: JSON]? {
         // Select the key ourselves (jwt-kit would fall back to a default key).
         let key: VerificationKey
@@ -88,7 +105,7 @@ struct IDTokenVerifier: Sendable {
     }
 
     /// The header's `alg` must be one the profile allows, before any verification.
-    func checkHeader(_ header: [String: JSON]) throws(Failure) -> SigningAlgorithm {
+    package func checkHeader(_ header: [String: JSON]) throws(Failure) -> SigningAlgorithm {
         guard let name = header["alg"]?.stringValue else { throw .invalid("no alg") }
         guard let algorithm = SigningAlgorithm(rawValue: name), allowedAlgorithms.contains(algorithm) else {
             throw .invalid("alg \(name.prefix(16)) not allowed")
@@ -98,7 +115,7 @@ struct IDTokenVerifier: Sendable {
         return algorithm
     }
 
-    func checkClaims(_ claims: [String: JSON], algorithm: SigningAlgorithm, nonce: String?, accessToken: String?,
+    package func checkClaims(_ claims: [String: JSON], algorithm: SigningAlgorithm, nonce: String?, accessToken: String?,
                      now: Int64) throws(Failure) {
         guard claims["iss"]?.stringValue == issuer else { throw .invalid("iss") }
         guard let sub = claims["sub"]?.stringValue, !sub.isEmpty else { throw .invalid("sub") }
@@ -150,7 +167,7 @@ struct IDTokenVerifier: Sendable {
 
     /// OIDC Core §3.1.3.6: base64url of the left half of the hash the signing
     /// algorithm uses (SHA-256 for RS256/ES256, SHA-512 for Ed25519).
-    static func tokenHash(_ token: String, algorithm: SigningAlgorithm) -> String {
+    package static func tokenHash(_ token: String, algorithm: SigningAlgorithm) -> String {
         let digest: [UInt8]
         switch algorithm {
         case .rs256, .es256: digest = Digest.sha256(Array(token.utf8))
@@ -171,4 +188,10 @@ struct IDTokenVerifier: Sendable {
         default: return nil
         }
     }
+}
+
+/// Compares two strings without an early exit on the first difference
+/// (nonce and at_hash here; state and sub in OIDCFactor).
+package func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+    Sodium.constantTimeEqual(Array(a.utf8), Array(b.utf8))
 }
