@@ -130,6 +130,14 @@ struct AppGrants {
         generation += 1
     }
 
+    /// The grants as a release reads them (`SessionTable.GrantAccess`).
+    func access(perApp: Bool) -> SessionTable.GrantAccess {
+        guard perApp else { return SessionTable.GrantAccess(uses: nil) }
+        var uses: [String: Int64] = [:]
+        for grant in byID.values { uses[SessionTable.GrantAccess.key(grant.app, grant.account)] = grant.lastUse ?? 0 }
+        return SessionTable.GrantAccess(uses: uses)
+    }
+
     /// Notes a release; written back (on a task) when the kept last use is older than a minute.
     mutating func used(_ app: AppIdentity, account: String, now: Int64) {
         let id = id(app, account)

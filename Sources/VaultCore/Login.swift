@@ -75,7 +75,9 @@ extension Vault {
         }
         let login = try await runLogin(provider, conversation)
         let released = try await adopt(login, from: provider, conversation: conversation)
-        touch()   // served: only now does the idle timer start again
+        // Served: only now does the idle timer start again. The app is handed
+        // a session: audited as every release is.
+        served(released, requester: conversation.requester)
         await offerEnrollmentAfterLogin(conversation)
         return released
     }
@@ -203,8 +205,9 @@ extension Vault {
     /// `vaultctl context ORG`: the active organization for the person behind a
     /// session; every session of that login carries it from now on.
     public func setActiveOrganization(_ org: String, account: String?, requester: Requester = .inProcess) async throws(VaultFailure) -> [String: JSON] {
-        let id = try table.pick(account, among: visibleAccounts(requester))
-        guard let entry = table.entry(id), mayView(entry.meta.account, requester) else { throw VaultFailure(.noSession) }
+        let picked = try table.releaseView(account: account, requester: requester)
+        let (id, entry) = (picked.id, picked.entry)
+        guard mayView(entry.meta.account, requester) else { throw VaultFailure(.noSession) }
         let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
         var meta = entry.meta
         for (k, v) in added { meta.claims[k] = v }

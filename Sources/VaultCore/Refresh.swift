@@ -32,45 +32,21 @@ struct RefreshHold {
 /// before anyone sees the new access token (or, if the store refuses it, held
 /// in memory and saved again: `UnsavedRotation`).
 extension Vault {
-    /// `minValid` widens the refresh window for this call. A token whose expiry
-    /// is unknown counts as fresh (there is nothing to compare), and the token a
-    /// refresh brings is returned even if the provider gave it a shorter life
-    /// than `minValid`: refreshing again could not make it longer.
-    func freshSession(id: String, entry: SessionTable.Entry, key: SecureBytes, minValid: Int64 = 0) async throws(VaultFailure) -> ReleasedSession {
-        // A refresh already running for this session answers this request too,
-        // before any decryption: 100 apps waking at once wait, not queue on the actor.
-        if let running = refreshing[id] { return try await running.value.get() }
-        if sessions.hold.unsaved[id] != nil { _ = sessions.saveHeld() }
-        let nowS = Int64(now())
-        let secret = try sessions.openSecret(id: id, entry: entry, key: key)
-        let meta = entry.meta
-        let expiresIn = meta.accessExpiresAt.map { $0 - nowS }
-        let window = max(Vault.refreshWindow, minValid)
-        if let token = secret.accessToken, expiresIn.map({ $0 > window }) ?? true {
-            return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
-        }
-        let stillValid = secret.accessToken != nil && (expiresIn ?? 0) > 5
-        // A refresh token past the end the provider gave it is not tried (the
-        // answer would be invalid_grant): the session lasts as long as its
-        // access token, as SessionEnds announces.
-        let refreshUsable = meta.refreshExpiresAt.map { $0 > nowS } ?? true
-        guard let refreshToken = secret.refreshToken, refreshUsable, let provider = providers.provider(for: meta) else {
-            if stillValid, let token = secret.accessToken {
-                return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
-            }
-            // No way to renew (Vipps issues no refresh tokens): the session has ended.
-            sessions.forget(id: id, reason: "expired")
-            throw VaultFailure(.sessionExpired)
-        }
+    /// Refreshes a session the release decision found too close to its end.
+    /// A refresh already running for it answers this request too: 100 apps
+    /// waking at once wait for one token call.
+    func refresh(_ r: ReleaseStep.Refreshing) async throws(VaultFailure) -> ReleasedSession {
+        if let running = refreshing[r.id] { return try await running.value.get() }
+        if sessions.hold.unsaved[r.id] != nil { _ = sessions.saveHeld() }
+        let served = r.secret.accessToken.map { ReleasedSession(accessToken: $0, expiresAt: r.meta.accessExpiresAt, meta: r.meta) }
         if sessions.hold.stopping {
-            if stillValid, let token = secret.accessToken {
-                return ReleasedSession(accessToken: token, expiresAt: meta.accessExpiresAt, meta: meta)
-            }
-            throw VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: provider.displayName))
+            if r.stillValid, let served { return served }
+            throw VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: r.provider.displayName))
         }
         // Detached, so the token call starts now: a task made here would run on
         // the actor, behind every request that queued there meanwhile (100
         // apps waking at once put 99 ahead of it).
+        let (id, provider, refreshToken, secret, key) = (r.id, r.provider, r.refreshToken, r.secret, r.key)
         let task = Task.detached(priority: .high) {
             await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key)
         }

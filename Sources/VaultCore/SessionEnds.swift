@@ -37,7 +37,7 @@ final class SessionEnds: Sendable {
     /// token's expiry when it has no refresh token; with one, the later of the
     /// two expiries once the provider said when the refresh token ends (a
     /// refresh token that ends first leaves the access token usable, and
-    /// `freshSession` releases it until then); nil when nothing says.
+    /// the release decision serves it until then); nil when nothing says.
     static func end(of meta: SessionMeta) -> Int64? {
         guard meta.hasRefreshToken else { return meta.accessExpiresAt }
         guard let refreshEnd = meta.refreshExpiresAt else { return nil }

@@ -37,6 +37,60 @@ final class SessionTable: Sendable {
         var lastActivity: Double
         /// When the vault key was last put in: `max_unlocked` counts from here.
         var unlockedAt: Double = 0
+        /// Who may be handed which session (published by the actor from its `AppGrants`).
+        var grants = GrantAccess(uses: nil)
+    }
+
+    /// The grants as a release reads them: here, under the same lock as the
+    /// keys and the records, so one look sees one state (a revoked grant and
+    /// the record it guarded are never seen half changed).
+    struct GrantAccess {
+        /// Grant (`key(app, account)`) → when its use was last noted (0: never);
+        /// nil when grants are not checked (`per_app = false`).
+        var uses: [String: Int64]?
+
+        static func key(_ app: AppIdentity, _ account: String) -> String { app.key + "\u{0}" + account }
+
+        /// Whether `requester` may see `account` in `status` and `sessions`, log
+        /// it out or change its organization: no for a sandboxed app not granted
+        /// it, which is told `no_session`, as if the account were not there.
+        func mayView(_ account: String, _ requester: Requester) -> Bool {
+            // Not even `per_app = false` shows an unidentified peer anything.
+            if requester.trust == .unidentified { return false }
+            guard let uses, let app = Vault.sandboxedApp(requester) else { return true }
+            return uses[GrantAccess.key(app, account)] != nil
+        }
+
+        /// Whether the accounts `requester` sees are only some of them.
+        func seesSome(_ requester: Requester) -> Bool {
+            requester.trust == .unidentified || (uses != nil && Vault.sandboxedApp(requester) != nil)
+        }
+
+        /// `requester`'s grant for `account`, as a release needs it.
+        func grant(_ requester: Requester, account: String) -> ReleaseGrant {
+            // vaultd's own calls (tests, the broker itself) have no peer.
+            guard let uses, requester.trust != .vaultd else { return .unchecked }
+            guard requester.trust != .unidentified, let app = requester.app,
+                  let lastUse = uses[GrantAccess.key(app, account)] else { return .missing }
+            return .granted(app, lastUse: lastUse)
+        }
+    }
+
+    enum ReleaseGrant {
+        /// Grants are not checked for this caller.
+        case unchecked
+        case missing
+        case granted(AppIdentity, lastUse: Int64)
+    }
+
+    /// Everything a release decision reads, from one look under the lock.
+    struct ReleaseView {
+        let id: String
+        let entry: Entry
+        /// The key that opens the record now (vault key or record key), if any.
+        let key: SecureBytes?
+        let vaultKeyIn: Bool
+        let grant: ReleaseGrant
     }
 
     private let state: Locked<State>
@@ -100,19 +154,41 @@ final class SessionTable: Sendable {
     /// The record id for `account`, or the only session when none is named
     /// (the only one among the accounts in `visible`, when given).
     func pick(_ account: String?, among visible: Set<String>? = nil) throws(VaultFailure) -> String {
-        let result: Result<String, VaultFailure> = state.withLock { s in
-            if let account {
-                guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
-                return .success(id)
+        try state.withLock { SessionTable.pick(account, among: visible, in: $0) }.get()
+    }
+
+    private static func pick(_ account: String?, among visible: Set<String>?, in s: State) -> Result<String, VaultFailure> {
+        if let account {
+            guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
+            return .success(id)
+        }
+        let candidates = s.entries.filter { visible?.contains($0.value.meta.account) ?? true }
+        if candidates.count == 1, let only = candidates.keys.first { return .success(only) }
+        if candidates.isEmpty { return .failure(VaultFailure(.noSession)) }
+        let names = candidates.values.map(\.meta.account).sorted()
+        return .failure(VaultFailure(.badRequest, message: LocalizedText(
+            en: "There are several accounts here (\(names.joined(separator: ", "))). Say which one you want.",
+            nb: "Det finnes flere kontoer her (\(names.joined(separator: ", "))). Si hvilken du vil bruke."),
+            extra: ["accounts": .array(names.map { .string($0) })]))
+    }
+
+    var grantAccess: GrantAccess { state.withLock { $0.grants } }
+    func setGrants(_ access: GrantAccess) { state.withLock { $0.grants = access } }
+
+    /// The record `account` names (or the only one `requester` may see, when
+    /// none is named), the key that opens it and the asking app's grant for it.
+    func releaseView(account: String?, requester: Requester) throws(VaultFailure) -> ReleaseView {
+        let result: Result<ReleaseView, VaultFailure> = state.withLock { s in
+            let visible: Set<String>? = account == nil && s.grants.seesSome(requester)
+                ? Set(s.entries.values.map(\.meta.account).filter { s.grants.mayView($0, requester) }) : nil
+            let id: String
+            switch SessionTable.pick(account, among: visible, in: s) {
+            case .success(let picked): id = picked
+            case .failure(let failure): return .failure(failure)
             }
-            let candidates = s.entries.filter { visible?.contains($0.value.meta.account) ?? true }
-            if candidates.count == 1, let only = candidates.keys.first { return .success(only) }
-            if candidates.isEmpty { return .failure(VaultFailure(.noSession)) }
-            let names = candidates.values.map(\.meta.account).sorted()
-            return .failure(VaultFailure(.badRequest, message: LocalizedText(
-                en: "There are several accounts here (\(names.joined(separator: ", "))). Say which one you want.",
-                nb: "Det finnes flere kontoer her (\(names.joined(separator: ", "))). Si hvilken du vil bruke."),
-                extra: ["accounts": .array(names.map { .string($0) })]))
+            guard let entry = s.entries[id] else { return .failure(VaultFailure(.noSession)) }
+            return .success(ReleaseView(id: id, entry: entry, key: entry.key(vaultKey: s.vaultKey), vaultKeyIn: s.vaultKey != nil,
+                                        grant: s.grants.grant(requester, account: entry.meta.account)))
         }
         return try result.get()
     }

@@ -44,6 +44,11 @@ struct Sessions {
 
     /// The secret half of a session, opened with `key`.
     func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
+        try Sessions.openSecret(id: id, entry: entry, key: key, logger: logger)
+    }
+
+    /// The same, with no `Sessions` at hand (the release decision, off the actor).
+    static func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes, logger: Logger) throws(VaultFailure) -> SessionSecret {
         guard let secret = try? openSecret(id: id, entry: entry, key: key, reading: SessionSecret.init(bytes:)) else {
             logger.error("a session record failed to open", metadata: ["record": "\(id)"])
             throw .internal()
@@ -55,6 +60,11 @@ struct Sessions {
     /// `read`; nil from `read` passes through.
     func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
                        reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
+        try Sessions.openSecret(id: id, entry: entry, key: key, reading: read)
+    }
+
+    static func openSecret<T>(id: String, entry: SessionTable.Entry, key: SecureBytes,
+                              reading read: (UnsafeRawBufferPointer) -> T?) throws -> T? {
         // The version column must be the one the metadata recorded: an older
         // secret blob put back with its old version in the column is refused.
         guard entry.meta.version == 0 || entry.meta.version == entry.row.recordVersion else { throw SodiumError.openFailed }

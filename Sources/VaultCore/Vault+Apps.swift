@@ -123,20 +123,10 @@ extension Vault {
         return app
     }
 
-    /// Whether `requester` may see `account` in `status` and `sessions`, log it
-    /// out or change its organization: no for a sandboxed app not granted it,
-    /// which is told `no_session`, as if the account were not there.
+    /// Whether `requester` may see `account` (`SessionTable.GrantAccess`, the
+    /// rule a release reads too).
     func mayView(_ account: String, _ requester: Requester) -> Bool {
-        // Not even `per_app = false` shows an unidentified peer anything.
-        if requester.trust == .unidentified { return false }
-        guard config.perApp, let app = Vault.sandboxedApp(requester) else { return true }
-        return grants.allows(app, account: account)
-    }
-
-    /// The accounts `requester` may see; nil when that is all of them.
-    func visibleAccounts(_ requester: Requester) -> Set<String>? {
-        guard requester.trust == .unidentified || (config.perApp && Vault.sandboxedApp(requester) != nil) else { return nil }
-        return Set(table.allEntries().values.map(\.meta.account).filter { mayView($0, requester) })
+        table.grantAccess.mayView(account, requester)
     }
 
     /// Takes back every grant of the app named `name` (its name, or KIND:NAME);

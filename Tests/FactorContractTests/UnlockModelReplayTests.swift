@@ -184,7 +184,7 @@ final class UnlockModelReplayTests: XCTestCase {
 
         func seen(asked: String?) async throws -> Seen {
             let counter = try store.failureCounter(factor: "pin")
-            return Seen(locked: await vault.isLocked, softbox: await vault.fingerprintSoftUnlock, fpRec: await vault.fingerprintRecord,
+            return Seen(locked: vault.isLocked, softbox: await vault.fingerprintSoftUnlock, fpRec: await vault.fingerprintRecord,
                         stale: await vault.fingerprintStale, count: min(counter.failures, 3),
                         lockout: counter.lockedUntil > Int64(Date().timeIntervalSince1970), firstAsked: asked)
         }

@@ -115,4 +115,31 @@ final class AppGrantUnitTests: XCTestCase {
         let grants = await vault.appGrants()
         XCTAssertTrue(grants.isEmpty, "per_app = false writes no grants")
     }
+
+    /// With `per_app = false` no session is one app's: an unconfined app
+    /// imports over an account another app imported, with no one to ask
+    /// (vault-bench's refresh stampede did this and was refused). A sandboxed
+    /// app still may not: it has no grant to show.
+    func testPerAppOffLetsAnUnconfinedAppImportOverButNotASandboxedOne() async throws {
+        let fx = try Fixture()
+        defer { fx.cleanup() }
+        let vault = try fx.vault([], config: VaultConfig(idleTimeout: 0, perApp: false))
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("/usr/bin/a", kind: .executable))
+        // `App` answers no confirmation (not interactive for questions): nobody is asked.
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T2"), conversation: App("/usr/bin/b", kind: .executable))
+        let released = try await vault.release(account: "kari", conversation: App("/usr/bin/c", kind: .executable))
+        XCTAssertEqual(released.accessToken, "at-T2")
+        let sandboxed = await code {
+            _ = try await vault.importSession(importRequest(account: "kari", token: "T3"), conversation: App("org.example.A"))
+        }
+        XCTAssertEqual(sandboxed, .appNotAllowed)
+        let after = try await vault.release(account: "kari", conversation: App("/usr/bin/c", kind: .executable))
+        XCTAssertEqual(after.accessToken, "at-T2", "the refused import changed nothing")
+        // With per_app on, the same unconfined import over is refused without a dialog.
+        let strict = try fx.reopened([])
+        let refused = await code {
+            _ = try await strict.importSession(importRequest(account: "kari", token: "T4"), conversation: App("/usr/bin/b", kind: .executable))
+        }
+        XCTAssertEqual(refused, .appNotAllowed)
+    }
 }

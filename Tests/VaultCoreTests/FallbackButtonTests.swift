@@ -39,7 +39,7 @@ final class FallbackButtonTests: XCTestCase {
         let (vault, _) = try await lockedVault()
         let c = ScriptedClient(secrets: ["482915"], presses: ["pin"])
         try await vault.unlock(factor: nil, conversation: c)
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertFalse(locked)
         XCTAssertEqual(c.asked, 1)
         XCTAssertTrue(c.offeredChoices.isEmpty, "no login choice")
@@ -64,7 +64,7 @@ final class FallbackButtonTests: XCTestCase {
         XCTAssertEqual(failure?.code, .cancelled)
         XCTAssertEqual(c.asked, 0)
         XCTAssertTrue(c.offeredChoices.isEmpty)
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked)
     }
 

@@ -28,7 +28,7 @@ final class HostileNeighbourTests: XCTestCase {
     func testChangingOrTurningOffThePINAsksForTheCurrentOneFirst() async throws {
         let vault = try fx.vault([pin])
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
-        let open = await vault.isLocked
+        let open = vault.isLocked
         XCTAssertFalse(open, "the vault is open")
 
         // A new PIN offered twice, but the current one is not known: refused, and counted.
@@ -48,7 +48,7 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertEqual(owner.asked, 3, "the current PIN, then the new one twice")
         await vault.lock(reason: "test")
         try await vault.unlock(factor: .pin, conversation: ScriptedClient(secrets: ["739184"]))
-        let after = await vault.isLocked
+        let after = vault.isLocked
         XCTAssertFalse(after, "the new PIN opens the vault")
     }
 

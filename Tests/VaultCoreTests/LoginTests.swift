@@ -70,12 +70,12 @@ final class LoginTests: XCTestCase {
         let refused = await failure { _ = try await restarted.login(provider: "bankid", conversation: ScriptedClient()) }
         XCTAssertEqual(refused?.code, .loginFailed)
         XCTAssertTrue(refused?.message.en.contains("someone other than") ?? false)
-        let stillLocked = await restarted.isLocked
+        let stillLocked = restarted.isLocked
         XCTAssertTrue(stillLocked)
 
         bankid.set { $0.subject = "subject-kari" }
         let s = try await restarted.login(provider: "bankid", conversation: ScriptedClient())
-        let locked = await restarted.isLocked
+        let locked = restarted.isLocked
         XCTAssertTrue(locked, "with a PIN, a login never opens the vault key")
         XCTAssertEqual(s.accessToken, "AT-bankid-3", "the fresh login's tokens replace the old ones")
         let again = try await restarted.release(account: "bankid", conversation: SilentConversation())
@@ -104,7 +104,7 @@ final class LoginTests: XCTestCase {
         let client = ScriptedClient()
         let s = try await vault.login(provider: "vipps", conversation: client)
         XCTAssertEqual(s.accessToken, "AT-vipps-1", "a working session at once")
-        let stillLocked = await vault.isLocked
+        let stillLocked = vault.isLocked
         XCTAssertTrue(stillLocked)
         XCTAssertTrue(client.shown.contains(Messages.loggedInOthersWaitForPIN.en), "the person is told: \(client.shown)")
         XCTAssertFalse(try fx.store.keyslots().contains { $0.id == "login:vipps" },
@@ -140,14 +140,14 @@ final class LoginTests: XCTestCase {
         await vault.lock(reason: "test")
         let s = try await vault.login(provider: "bankid", conversation: ScriptedClient())
         XCTAssertEqual(s.accessToken, "AT-bankid-1", "BankID proves the same person: a session at once")
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked, "but with a PIN enrolled a login never opens the vault key")
 
         await vault.lock(reason: "test")
         bankid.set { $0.nationalID = "01929023583" }
         let f = await failure { _ = try await vault.login(provider: "bankid", conversation: ScriptedClient()) }
         XCTAssertEqual(f?.code, .loginFailed, "another person is refused")
-        let stillLocked = await vault.isLocked
+        let stillLocked = vault.isLocked
         XCTAssertTrue(stillLocked)
     }
 
@@ -211,7 +211,7 @@ final class LoginTests: XCTestCase {
         await vault.lock(reason: "test")
         bankid.set { $0.accessTTL = 30 }  // inside the refresh window: due on next use
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked)
         let r = await Self.release(vault, "bankid")
         XCTAssertEqual(try r.get().accessToken, "AT-bankid-2", "refreshed with the record key")
@@ -372,7 +372,7 @@ final class LoginTests: XCTestCase {
         await vault.lock(reason: "test")
         let f = await failure { _ = try await vault.release(account: "bankid", conversation: ScriptedClient(secrets: [nil], choices: ["cancel"])) }
         XCTAssertEqual(f?.code, .cancelled)
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked)
     }
 

@@ -125,7 +125,7 @@ final class OfflineAttackerTests: XCTestCase {
         let client = ScriptedClient(secrets: [], choices: ["bankid"])
         let released = try await vault.release(account: "bankid", conversation: client)
         XCTAssertEqual(released.accessToken, "AT-bankid-2", "the fallback login gives a working session at once")
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertTrue(locked)
         XCTAssertEqual(try attack(), [], "neither the old sessions nor the one from the fallback login")
         XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["pin", "fake", "login:bankid"])
@@ -183,7 +183,7 @@ final class NoDeadEndTests: XCTestCase {
         let sealedBefore = try fx.store.sessions().map(\.sealedSecret)
 
         let reopened = try fx.reopened([pin])
-        let locked = await reopened.isLocked
+        let locked = reopened.isLocked
         XCTAssertTrue(locked)
         XCTAssertEqual(try fx.store.keyslots().count, 0, "no device slot was made up")
         XCTAssertEqual(try fx.store.sessions().map(\.sealedSecret), sealedBefore, "the sealed sessions are kept as they were")
@@ -202,7 +202,7 @@ final class NoDeadEndTests: XCTestCase {
         let r = try await reopened.reset(confirmed: false, conversation: ScriptedClient(confirms: [true]))
         XCTAssertEqual(r.sessionsRemoved, 1)
         XCTAssertEqual(try fx.store.keyslots().map(\.id), ["device"])
-        let open = await reopened.isLocked
+        let open = reopened.isLocked
         XCTAssertFalse(open)
         XCTAssertTrue(try reopened.audit.entries().contains { $0.event == "reset" })
         // And it is a working vault again.

@@ -19,11 +19,11 @@ final class VaultTests: XCTestCase {
 
     func testFreshVaultIsOpenedByTheDeviceKeyAlone() async throws {
         let vault = try fx.vault([pin])
-        let locked = await vault.isLocked
+        let locked = vault.isLocked
         XCTAssertFalse(locked)
         _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
         let again = try fx.reopened([pin])
-        let lockedAfterRestart = await again.isLocked
+        let lockedAfterRestart = again.isLocked
         XCTAssertFalse(lockedAfterRestart, "no factor enrolled: the device slot opens the vault at start")
         let s = try await again.release(account: nil, conversation: SilentConversation())
         XCTAssertEqual(s.accessToken, "at-T1")
@@ -39,7 +39,7 @@ final class VaultTests: XCTestCase {
         XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"])
 
         let restarted = try fx.reopened([pin])
-        let locked = await restarted.isLocked
+        let locked = restarted.isLocked
         XCTAssertTrue(locked)
         do {
             _ = try await restarted.release(account: nil, conversation: SilentConversation())
@@ -154,12 +154,12 @@ final class VaultTests: XCTestCase {
         let vault = try fx.vault([pin], config: config, clock: clock)
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         await vault.lockIfIdle()
-        let v2 = await vault.isLocked
+        let v2 = vault.isLocked
         XCTAssertFalse(v2)
         clock.advance(seconds: 1.1)
         _ = await vault.accounts()   // busy: a request just now
         await vault.lockIfIdle()
-        let v3 = await vault.isLocked
+        let v3 = vault.isLocked
         XCTAssertTrue(v3, "max_unlocked counts from the unlock, not from the last request")
     }
 
@@ -354,11 +354,11 @@ final class VaultTests: XCTestCase {
         let vault = try fx.vault([fake], config: VaultConfig(idleTimeout: 1), clock: clock)
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         await vault.lockIfIdle()
-        var locked = await vault.isLocked
+        var locked = vault.isLocked
         XCTAssertFalse(locked, "not idle yet")
         clock.advance(seconds: 1.1)
         await vault.lockIfIdle()
-        locked = await vault.isLocked
+        locked = vault.isLocked
         XCTAssertTrue(locked)
     }
 

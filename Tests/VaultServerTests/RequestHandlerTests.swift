@@ -66,6 +66,43 @@ final class RequestHandlerTests: XCTestCase {
         h.handle(line: Request(id: id, op: op, fields: fields).encoded().dropLast(), from: client)
     }
 
+    /// A session in memory, fresh and granted to the asking app is answered on
+    /// the thread that read the request: the answer is written before `handle`
+    /// returns (no task, no hop to the broker). Anything the decision sends to
+    /// the broker (a lock, an app without a grant) is answered later, in the
+    /// broker's words.
+    func testAFreshGrantedSessionIsAnsweredBeforeTheLineIsHandled() async throws {
+        let link = RecordingLink()
+        let me = Requester(pid: getpid(), uid: getuid(), app: AppIdentity(kind: .executable, name: "/usr/bin/mentor-app"))
+        let client = Client(link: link, requester: me)
+        let h = handler()
+        send(h, client, "import", id: 1, ["issuer": "https://idp.example", "client_id": "app", "account": "kari",
+                                          "refresh_token": "rt-secret", "access_token": "at-1", "expires_at": 4_102_444_800])
+        _ = try await link.answer(to: 1)
+        func answeredAlready(_ id: JSON) -> JSON? { link.written.first { $0["id"] == id } }
+
+        send(h, client, "session", id: "fast", ["account": "kari"])
+        XCTAssertEqual(answeredAlready("fast")?["result"]?["access_token"], "at-1", "not answered before handle returned")
+        send(h, client, "hello", id: "hello")
+        XCTAssertEqual(answeredAlready("hello")?["result"]?["locked"], false, "hello waited for the broker")
+
+        // Another app: the grant is the broker's to ask about (here: refused, nobody to ask).
+        let otherLink = RecordingLink()
+        let other = Client(link: otherLink, requester: Requester(pid: getpid(), uid: getuid(),
+                                                                 app: AppIdentity(kind: .flatpak, name: "org.example.Other")))
+        send(h, other, "session", id: "other", ["account": "kari"])
+        XCTAssertNil(otherLink.written.first { $0["id"] == "other" })
+        let refused = try await otherLink.answer(to: "other")
+        XCTAssertEqual(refused["error"]?["code"], "app_not_allowed")
+
+        // Locked: the broker answers, and it releases nothing.
+        await vault.lock(reason: "test")
+        send(h, client, "session", id: "locked", ["account": "kari"])
+        let locked = try await link.answer(to: "locked")
+        XCTAssertNil(locked["result"]?["access_token"], "\(locked)")
+        XCTAssertEqual(locked["error"]?["code"], "locked")
+    }
+
     func testALineThatIsNotARequestGetsBadRequestWithANullID() async throws {
         let link = RecordingLink()
         let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
