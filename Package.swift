@@ -211,6 +211,7 @@ let package = Package(
         .testTarget(name: "VaultServerTests", dependencies: [
             "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking", "CVaultShims",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "DemoProvidersTests", dependencies: [
             "DemoProviders", "VaultProtocol", "SodiumKit",

@@ -36,8 +36,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     let peer: Requester?
     var client: Client?
     var splitter = LineSplitter()
-    /// When the last complete line arrived (partial lines do not count).
-    var lastLineNanos = Client.monotonicNanos()
+    /// When the last complete line arrived (partial lines do not count), or
+    /// the connection opened: the event loop's clock (CLOCK_MONOTONIC, as
+    /// `Client`'s; a test's `EmbeddedEventLoop` moves it by hand).
+    var lastLineNanos: UInt64 = 0
     var idleCheck: Scheduled<Void>?
 
     init(handler: RequestHandler, limits: ConnectionLimits, connections: ConnectionSet, ownUID: UInt32, peer: Requester?) {
@@ -60,6 +62,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         client = Client(link: ChannelLink(channel: channel), requester: peer)
+        lastLineNanos = context.eventLoop.now.uptimeNanoseconds
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
         }
@@ -71,7 +74,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         splitter.feed(&bytes) { frame in
             switch frame {
             case .line(let line):
-                lastLineNanos = Client.monotonicNanos()
+                lastLineNanos = context.eventLoop.now.uptimeNanoseconds
                 handler.handle(line: line.readableBytesView, from: client)
                 // The line may hold a PIN (`answer`) or tokens (`import`): once
                 // handled, its bytes in the read buffer are wiped.
@@ -117,7 +120,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         let deadline = max(lastLineNanos, lastAnswered) + timeout
-        let now = Client.monotonicNanos()
+        let now = loop.now.uptimeNanoseconds
         if now >= deadline {
             channel.close(promise: nil)
         } else {

@@ -49,7 +49,8 @@ final class Client: Sendable {
     /// Requests being served in tasks (a prompt waiting counts). Atomics, not
     /// the lock: the transport counts every request in, the tasks count them out.
     private let inFlight = Atomic<Int>(0)
-    private let lastAnsweredNanos = Atomic<UInt64>(Client.monotonicNanos())
+    /// When a request served in a task was last answered (0: none yet).
+    private let lastAnsweredNanos = Atomic<UInt64>(0)
     /// The `watch` op's state for this connection (Watch.swift).
     let watch = Locked(WatchState())
 
@@ -216,9 +217,15 @@ struct RequestHandler: Sendable {
     /// A line that grew past `Wire.maxLineBytes`: one answer, then the
     /// connection closes (the rest of such a line is never read).
     func lineTooLong(_ client: Client) {
+        // The limit as each language writes it: 65,536 and 65 536 (a no-break space).
+        let digits = Array(String(Wire.maxLineBytes))
+        func grouped(_ separator: String) -> String {
+            digits.enumerated().map { i, d in (i > 0 && (digits.count - i) % 3 == 0 ? separator : "") + String(d) }.joined()
+        }
+        let (en, nb) = (grouped(","), grouped("\u{00A0}"))
         let failure = VaultFailure.badRequest(LocalizedText(
-            en: "The request line is longer than 65,536 bytes. The connection will be closed; send shorter requests.",
-            nb: "Forespørselslinjen er lengre enn 65 536 byte. Forbindelsen lukkes; send kortere forespørsler."))
+            en: "The request line is longer than \(en) bytes. The connection will be closed; send shorter requests.",
+            nb: "Forespørselslinjen er lengre enn \(nb) byte. Forbindelsen lukkes; send kortere forespørsler."))
         client.link.sendAndClose(Response.failure(id: .null, error: failure, language: client.language).encoded())
     }
 

@@ -133,29 +133,10 @@ final class LoadTests: VaultdTestCase {
         XCTAssertTrue(backToBaseline, "vaultd holds \(after) descriptors, \(baseline) before")
     }
 
-    func testIdleConnectionIsClosedAfterTheTimeoutButAnActiveOneIsNot() throws {
-        let v = try startVaultd(config: "connection_idle_timeout = 1\n" + VaultdProcess.fastPINConfig)
-        let quiet = try v.raw()
-        try quiet.hello()
-        let dribbler = try v.raw()
-        let talker = try v.raw()
-        let start = monotonicNow()
-        // For 3 s: the talker asks something every 300 ms, the dribbler sends a
-        // byte of a line it never finishes (which is not activity).
-        var dribbled = 0
-        while monotonicNow() - start < 3 {
-            XCTAssertTrue(try talker.call("status", timeout: 5).isOK, "an active connection was closed")
-            let line = Array("{\"id\":1,\"op\":\"status\"".utf8)
-            dribbler.send([line[dribbled % line.count]])
-            dribbled += 1
-            usleep(300_000)
-        }
-        var extra: [[UInt8]] = []
-        XCTAssertTrue(quiet.waitForClose(timeout: 1, extra: &extra), "the idle connection was not closed")
-        XCTAssertTrue(dribbler.waitForClose(timeout: 1, extra: &extra), "the dribbling connection was not closed")
-        XCTAssertEqual(extra.count, 0, "a closed idle connection got frames: \(extra.map { String(decoding: $0, as: UTF8.self) })")
-        XCTAssertTrue(try v.raw().call("status").isOK)
-    }
+    // The idle timeout itself (closed at the timeout and not before, a complete
+    // line restarts it, a dribbled one does not, nothing written to a closed
+    // connection) is tested on EmbeddedChannel with the loop's clock moved by
+    // hand: VaultServerTests/ConnectionHandlerTests.
 
     func testARequestWaitingAtAPromptKeepsItsConnectionPastTheIdleTimeout() throws {
         let v = try startVaultd(config: "connection_idle_timeout = 1\n" + VaultdProcess.fastPINConfig)
