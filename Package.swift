@@ -67,6 +67,9 @@ let package = Package(
 
         // Wire types shared by server and clients: envelope, error codes, en/nb messages.
         .target(name: "VaultProtocol", swiftSettings: strict),
+        // The wire: envelope, prompts, events, limits. Only the server and the
+        // clients import it; the broker, factors, keyring and plugins cannot.
+        .target(name: "VaultWire", dependencies: ["VaultProtocol"], swiftSettings: strict),
 
         // SQLite (GRDB) persistence of opaque sealed blobs, keyslots, counters, audit.
         .target(name: "VaultStore", dependencies: [
@@ -85,12 +88,12 @@ let package = Package(
 
         // Cutting a connection's bytes into request lines, with the 64 KiB limit (fuzzed by fuzz-frames).
         .target(name: "LineFraming", dependencies: [
-            "CVaultShims", "VaultProtocol", .product(name: "NIOCore", package: "swift-nio"),
+            "CVaultShims", "VaultWire", .product(name: "NIOCore", package: "swift-nio"),
         ], swiftSettings: strict),
 
         // The Unix-socket NDJSON server in front of the broker.
         .target(name: "VaultServer", dependencies: [
-            "CVaultShims", "LineFraming", "Locking", "VaultCore", "VaultProtocol", "VaultFactor",
+            "CVaultShims", "LineFraming", "Locking", "VaultCore", "VaultProtocol", "VaultWire", "VaultFactor",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -103,7 +106,7 @@ let package = Package(
         ], swiftSettings: strict),
 
         // A small blocking client for Swift programs (vaultctl, the benchmark).
-        .target(name: "VaultClient", dependencies: ["VaultProtocol", "CVaultShims"], swiftSettings: strict),
+        .target(name: "VaultClient", dependencies: ["VaultProtocol", "VaultWire", "CVaultShims"], swiftSettings: strict),
 
         // Norwegian national identity numbers: validation, kind, birth date, masking, keyed hash.
         .target(name: "NationalID", dependencies: ["SodiumKit"], swiftSettings: strict),
@@ -182,7 +185,7 @@ let package = Package(
 
         // libFuzzer targets (scripts/fuzz) and the corpus replay they share.
         .target(name: "FuzzReplay", path: "Fuzz/Sources/FuzzReplay", swiftSettings: strict),
-        fuzzTarget("fuzz-frames", ["VaultProtocol", "LineFraming", .product(name: "NIOCore", package: "swift-nio")]),
+        fuzzTarget("fuzz-frames", ["VaultProtocol", "VaultWire", "LineFraming", .product(name: "NIOCore", package: "swift-nio")]),
         fuzzTarget("fuzz-plugin-messages", ["ExternalFactor"]),
         fuzzTarget("fuzz-config", ["DaemonConfig"]),
         // fuzz-jwt signs mutated headers and payloads with its fixed test keys.
@@ -193,7 +196,7 @@ let package = Package(
         .target(name: "VaultTestSupport", path: "Tests/VaultTestSupport", swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
-        .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "DaemonConfig"]),
+        .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "VaultWire", "DaemonConfig"]),
         .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking"]),
         .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking", "VaultTestSupport"]),
         .testTarget(name: "OIDCFactorTests", dependencies: [
@@ -209,7 +212,7 @@ let package = Package(
         .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
         // The request handler on its own, with a recording link in place of a socket.
         .testTarget(name: "VaultServerTests", dependencies: [
-            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "PINFactor", "SodiumKit", "Locking", "CVaultShims",
+            "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "VaultWire", "PINFactor", "SodiumKit", "Locking", "CVaultShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
@@ -226,7 +229,7 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
         ], exclude: ["Fixtures"]),
         .testTarget(name: "PrompterTests", dependencies: ["Prompter", "VaultCore", "VaultFactor", "SodiumKit"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "Locking", "VaultTestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["VaultClient", "VaultProtocol", "VaultWire", "Locking", "VaultTestSupport"]),
         // One contract every factor passes (PIN, a fake presence factor, external plugins), through a real Vault.
         .testTarget(name: "FactorContractTests", dependencies: [
             "VaultCore", "VaultStore", "VaultFactor", "PINFactor", "FingerprintFactor", "ExternalFactor", "SodiumKit", "Locking",

@@ -1,6 +1,6 @@
 import CVaultShims
 import NIOCore
-import VaultProtocol
+import VaultWire
 
 /// One inbound frame: a complete line, or the news that a line grew past the limit.
 public enum Frame {

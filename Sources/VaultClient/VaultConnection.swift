@@ -2,6 +2,7 @@ import CVaultShims
 // App authors depend on the VaultClient product alone; the wire types in its
 // API (JSON, Language, Prompt) come with it.
 @_exported import VaultProtocol
+@_exported import VaultWire
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -17,13 +17,6 @@ public struct FactorStatus: Sendable, Equatable {
     public var state: State
     public var label: LocalizedText
     public var retryAfter: Int?
-
-    public func json(_ language: Language) -> JSON {
-        var o: [String: JSON] = ["factor": .string(factor.rawValue), "state": .string(state.rawValue),
-                                 "label": .string(label.text(language))]
-        if let retryAfter { o["retry_after"] = .int(Int64(retryAfter)) }
-        return .object(o)
-    }
 }
 
 /// A session as handed to an app: access token and claims, never the refresh token.
@@ -36,17 +29,6 @@ public struct ReleasedSession: Sendable {
         self.accessToken = accessToken
         self.expiresAt = expiresAt
         self.meta = meta
-    }
-
-    public var json: JSON {
-        var claims = meta.claims
-        if claims["name"] == nil { claims["name"] = .string(meta.name) }
-        var o: [String: JSON] = [
-            "access_token": .string(accessToken), "token_type": "Bearer",
-            "account": .string(meta.account), "provider": .string(meta.provider), "claims": .object(claims),
-        ]
-        o["expires_at"] = expiresAt.map { .int($0) } ?? .null
-        return .object(o)
     }
 }
 

@@ -4,6 +4,7 @@ import Locking
 import NIOCore
 import VaultCore
 import VaultProtocol
+import VaultWire
 #if canImport(Glibc)
 import Glibc
 #endif

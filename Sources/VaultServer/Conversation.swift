@@ -1,6 +1,7 @@
 import VaultCore
 import VaultFactor
 import VaultProtocol
+import VaultWire
 
 /// How a person answered a prompt.
 enum PromptAnswer: Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import VaultCore
 import VaultFactor
 import VaultProtocol
+import VaultWire
 
 /// The ops: each turns a decoded request into a call on the broker and its
 /// result into a result object. Field checking lives here; policy lives in

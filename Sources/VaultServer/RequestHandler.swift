@@ -5,6 +5,7 @@ import Synchronization
 import VaultCore
 import VaultFactor
 import VaultProtocol
+import VaultWire
 
 /// Where a connection's lines go: the transport behind a `Client`
 /// (Connection.swift's NIO channel in vaultd, a recorder in the tests).

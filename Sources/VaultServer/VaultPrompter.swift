@@ -1,5 +1,6 @@
 import VaultCore
 import VaultProtocol
+import VaultWire
 
 // The server's whole part in `"prompter": "vault"` (docs/protocol.md): hello
 // records the choice and where the client is shown; requests on such a

@@ -69,16 +69,16 @@ struct FactorContract {
         defer { s.cleanup() }
         try await s.enroll()
         await s.vault.lock(reason: "test")
-        #expect(await s.vault.isLocked)
+        #expect(s.vault.isLocked)
 
         let client = s.harness.correctInput()
         let session = try await s.vault.release(account: "kari", conversation: client)
         #expect(session.accessToken == "at-T1")
-        #expect(!(await s.vault.isLocked))
+        #expect(!(s.vault.isLocked))
         #expect(client.asked >= 1 || s.kind == .presenceOnly, "a secret factor asks for its secret")
 
         let restarted = try s.fixture.restarted([s.harness.factor])
-        #expect(await restarted.isLocked, "with a factor enrolled, a restarted vault starts locked")
+        #expect(restarted.isLocked, "with a factor enrolled, a restarted vault starts locked")
         let again = try await restarted.release(account: "kari", conversation: s.harness.correctInput())
         #expect(again.accessToken == "at-T1")
     }
@@ -91,7 +91,7 @@ struct FactorContract {
         await s.vault.lock(reason: "test")
 
         let f = await failure { try await s.vault.unlock(factor: nil, conversation: s.harness.wrongInput()) }
-        #expect(await s.vault.isLocked)
+        #expect(s.vault.isLocked)
         #expect(try s.slotIDs() == s.enrolledSlots, "a wrong answer never destroys the slot")
         switch s.kind {
         case .lowEntropySecret:
@@ -121,7 +121,7 @@ struct FactorContract {
                 return
             }
         }
-        #expect(!(await s.vault.isLocked))
+        #expect(!(s.vault.isLocked))
     }
 
     @Test("cancel ends with cancelled, still locked, nothing counted", arguments: Harnesses.all)
@@ -134,7 +134,7 @@ struct FactorContract {
         let client = s.harness.cancellingInput()
         let f = await failure { try await s.vault.unlock(factor: nil, conversation: client) }
         #expect(f?.code == .cancelled, "got \(String(describing: f))")
-        #expect(await s.vault.isLocked)
+        #expect(s.vault.isLocked)
         if kind.type.cancelsThroughConversation { #expect(client.asked == 1, "asked once, then the person cancelled") }
         #expect(try s.slotIDs() == s.enrolledSlots)
         if s.kind == .lowEntropySecret { #expect(try s.failures() == 0, "a cancel is not a guess") }
@@ -164,7 +164,7 @@ struct FactorContract {
         #expect(status.state == .notEnrolled)
         #expect(try s.slotIDs() == ["device"])
         let restarted = try s.fixture.restarted([s.harness.factor])
-        #expect(!(await restarted.isLocked), "the sessions stay reachable through the device slot")
+        #expect(!(restarted.isLocked), "the sessions stay reachable through the device slot")
     }
 
     @Test("unavailable: factor_unavailable without any prompt", arguments: Harnesses.unavailable)
@@ -204,7 +204,7 @@ struct FactorContract {
         let client = ScriptedClient([.secret(PINHarness.pin)])
         try await s.vault.unlock(factor: nil, conversation: client)
         #expect(client.prompts == ["Enter your PIN:"], "only the PIN was asked: \(client.prompts)")
-        #expect(!(await s.vault.isLocked))
+        #expect(!(s.vault.isLocked))
     }
 
     @Test("enrollment change: enrollment_changed and the slot is gone from the store", arguments: Harnesses.withEnrollmentState)
@@ -217,7 +217,7 @@ struct FactorContract {
 
         let f = await failure { try await s.vault.unlock(factor: nil, conversation: s.harness.correctInput()) }
         #expect(f?.code == .enrollmentChanged, "got \(String(describing: f))")
-        #expect(await s.vault.isLocked)
+        #expect(s.vault.isLocked)
         #expect(try s.slotIDs() == ["device"], "the stale record is deleted; the vault key's own slot stays")
         #expect(await s.state() == .notEnrolled)
         #expect(try s.vault.audit.entries().contains { $0.event == "enrollment_changed" && $0.factor == s.id.rawValue })

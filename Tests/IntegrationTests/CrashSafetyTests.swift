@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultWire
 import XCTest
 
 /// The PIN failure counter is written durably *before* the PIN is checked, so

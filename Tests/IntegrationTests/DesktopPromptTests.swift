@@ -1,6 +1,7 @@
 import Foundation
 import VaultProtocol
 import VaultTestSupport
+import VaultWire
 import XCTest
 
 /// The real pinentry-gtk2 on a real (virtual) X display: a locked vault, an

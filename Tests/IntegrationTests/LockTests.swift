@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultWire
 import XCTest
 
 /// Idle locking and a clean shutdown.

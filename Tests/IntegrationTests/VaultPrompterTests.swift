@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultWire
 import XCTest
 
 /// `"prompter": "vault"` end to end with a real vaultd and the scripted

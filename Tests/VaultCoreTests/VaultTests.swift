@@ -27,7 +27,7 @@ final class VaultTests: XCTestCase {
         XCTAssertFalse(lockedAfterRestart, "no factor enrolled: the device slot opens the vault at start")
         let s = try await again.release(account: nil, conversation: SilentConversation())
         XCTAssertEqual(s.accessToken, "at-T1")
-        XCTAssertNil(s.json["refresh_token"], "never the refresh token")
+        // Never the refresh token: `ReleasedSession` holds none (the socket's bytes: RequestHandlerTests).
     }
 
     func testEnrollingPINReplacesTheDeviceSlotAndLocksAfterRestart() async throws {

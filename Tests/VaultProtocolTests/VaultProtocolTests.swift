@@ -1,3 +1,4 @@
+import VaultWire
 import XCTest
 @testable import VaultProtocol
 

@@ -3,6 +3,7 @@ import NIOCore
 import NIOEmbedded
 import VaultCore
 import VaultProtocol
+import VaultWire
 import XCTest
 @testable import VaultServer
 

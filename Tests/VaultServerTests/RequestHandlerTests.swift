@@ -7,6 +7,7 @@ import VaultCore
 import VaultFactor
 import VaultProtocol
 import VaultStore
+import VaultWire
 import XCTest
 @testable import VaultServer
 

@@ -2,6 +2,7 @@ import FuzzReplay
 import LineFraming
 import NIOCore
 import VaultProtocol
+import VaultWire
 
 // libFuzzer supplies `main` when scripts/fuzz builds this (-D FUZZING).
 #if !FUZZING

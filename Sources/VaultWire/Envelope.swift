@@ -1,3 +1,5 @@
+import VaultProtocol
+
 /// Protocol version 1 framing: one JSON object per line (NDJSON).
 public enum Wire {
     public static let version: Int64 = 1
