@@ -20,7 +20,23 @@ final class ConnectionHandlerTests: XCTestCase {
         vault = try RequestHandlerTests.pinVault(in: dir)
     }
 
-    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+    /// Every channel a test opened: finished at the end, so the pipeline (which
+    /// holds the handlers, which hold the channel) is torn down. An embedded
+    /// channel's close leaves that to its loop, which only runs when told to.
+    var opened: [EmbeddedChannel] = []
+    /// Their request handlers: a `watch` starts a listener on the vault's events, stopped at the end as vaultd's shutdown does.
+    var handlers: [RequestHandler] = []
+
+    override func tearDown() {
+        for channel in opened {
+            _ = try? channel.finish(acceptAlreadyClosed: true)
+            channel.embeddedEventLoop.run()
+        }
+        for handler in handlers { handler.watchers.stop() }
+        (opened, handlers) = ([], [])
+        vault = nil
+        try? FileManager.default.removeItem(atPath: dir)
+    }
 
     /// What vaultd wrote, copied as it passes: `ChannelLink` wipes every
     /// buffer once written (an answer may hold a token), so the channel's own
@@ -49,10 +65,12 @@ final class ConnectionHandlerTests: XCTestCase {
     func connect(idleTimeout: Int = 10, connections: ConnectionSet = ConnectionSet(), maxConnections: Int = 8,
                  peer: Requester?) throws -> Connection {
         let handler = RequestHandler(vault: vault, serverName: "vaultd/test", promptTimeout: 30, maxInFlight: 32, openableOrigins: { [] })
+        handlers.append(handler)
         let written = WrittenLines()
         let connection = ConnectionHandler(handler: handler, limits: ConnectionLimits(idleTimeout: idleTimeout, maxConnections: maxConnections),
                                            connections: connections, ownUID: me, peer: peer)
         let channel = EmbeddedChannel(handlers: [written, connection])
+        opened.append(channel)
         try channel.connect(to: SocketAddress(unixDomainSocketPath: dir + "/vault.sock")).wait()
         return Connection(channel: channel, written: written)
     }
