@@ -369,7 +369,8 @@ public actor Vault {
     public func accounts(visibleTo requester: Requester = .inProcess) -> [AccountInfo] {
         let vk = vaultKey
         let waiting = policy.sessionWaits
-        return table.allEntries().values.filter { mayView($0.meta.account, requester) }.map { e in
+        let access = table.grantAccess   // one look for every account, not a lock per account
+        return table.allEntries().values.filter { access.mayView($0.meta.account, requester) }.map { e in
             AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                         tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
                         hasRefreshToken: e.meta.hasRefreshToken, waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
@@ -455,9 +456,10 @@ public actor Vault {
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
         var targets: [(String, SessionTable.Entry)] = []
         // A sandboxed app logs out only what it may see: "all" is all of its own.
-        let everything = all && table.allEntries().values.allSatisfy { mayView($0.meta.account, requester) }
+        let access = table.grantAccess
+        let everything = all && table.allEntries().values.allSatisfy { access.mayView($0.meta.account, requester) }
         if all {
-            targets = table.allEntries().filter { mayView($0.value.meta.account, requester) }.map { ($0.key, $0.value) }
+            targets = table.allEntries().filter { access.mayView($0.value.meta.account, requester) }.map { ($0.key, $0.value) }
         } else {
             guard let account else {
                 throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
