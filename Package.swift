@@ -9,6 +9,19 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
+// How vaultd is linked in a release build: by lld, with relative relocations
+// packed (DT_RELR, glibc >= 2.36: Debian 12 has 2.36) and without exporting
+// every symbol (the static Swift runtime's link arguments ask for
+// --export-dynamic): 91 -> 82 MB stripped, idle RSS 35.9 -> 30.7 MiB, the same
+// start-up (docs/benchmarks.md). Not vaultctl and vault-fpstub: they link
+// FoundationEssentials only, and lld takes a symbol FoundationEssentials shares
+// with Foundation from Foundation's archive, which drags ICU's data in
+// (vault-fpstub: 16 -> 58 MB). Debug and sanitizer builds link as SwiftPM does.
+let vaultdRelease: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                 .when(configuration: .release)),
+]
+
 // Fuzz targets: built by scripts/fuzz with `-D FUZZING` and libFuzzer, which
 // supplies `main` and calls each target's `LLVMFuzzerTestOneInput`; in every
 // other build they are small programs that replay corpus files through the
@@ -123,7 +136,7 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
-        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
+        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO", "Locking"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
         .target(name: "ExternalFactor", dependencies: ["VaultFactor", "Locking"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
@@ -168,7 +181,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "TOMLKit", package: "TOMLKit"),
-        ], swiftSettings: strict),
+        ], swiftSettings: strict, linkerSettings: vaultdRelease),
         .executableTarget(name: "vaultctl", dependencies: [
             "VaultClient", "VaultProtocol",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

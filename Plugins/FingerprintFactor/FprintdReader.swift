@@ -1,5 +1,6 @@
 import CGIO
-import Foundation
+import FoundationEssentials
+import Locking
 import VaultFactor
 
 /// The desktop's fingerprint service, fprintd (D-Bus `net.reactivated.Fprint` on
@@ -152,11 +153,7 @@ public struct FprintdReader: FingerprintReader {
 
     /// Runs blocking GLib work on its own thread, off the cooperative pool.
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-            let thread = Thread { continuation.resume(returning: body()) }
-            thread.name = "fprintd"
-            thread.start()
-        }
+        await onNewThread(named: "fprintd", body)
     }
 }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultFactor
 #if canImport(Glibc)
 import Glibc
@@ -117,12 +117,9 @@ public struct StubReader: FingerprintReader {
 
     /// The current state, or nil when there is no reader (no state file).
     public func load() throws(StubError) -> StubState? {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            if !FileManager.default.fileExists(atPath: path) { return nil }
-            throw .io("could not read \(path): \(error.localizedDescription)")
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .io("could not read \(path): \(errnoText())")
         }
         do {
             return try JSONDecoder().decode(StubState.self, from: data)
@@ -265,9 +262,10 @@ public struct StubReader: FingerprintReader {
         guard fd >= 0 else { throw .io("could not create \(temp): \(errnoText())") }
         var ok = true
         bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
             var offset = 0
             while offset < raw.count {
-                let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
+                let n = systemWrite(fd, base + offset, raw.count - offset)
                 if n < 0 {
                     if errno == EINTR { continue }
                     ok = false
@@ -287,13 +285,14 @@ public struct StubReader: FingerprintReader {
     }
 
     private func ensureDirectory() throws(StubError) {
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         guard !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) else { return }
         do {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
-            throw .io("could not create \(dir): \(error.localizedDescription)")
+            // errno still holds the failed mkdir's reason: FileManager makes no call after it.
+            throw .io("could not create \(dir): \(errnoText())")
         }
     }
 

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import TOMLKit
 import VaultProtocol
 
@@ -158,29 +161,29 @@ public struct FileConfig: Codable, Sendable {
         func isDottedKey(_ s: Substring) -> Bool {
             let parts = s.split(separator: ".", omittingEmptySubsequences: false)
             return !parts.isEmpty && parts.allSatisfy { part in
-                let t = part.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+                let t = part.trimmingTOMLSpace(" \t")
                 return !t.isEmpty && t.unicodeScalars.allSatisfy(isBare)
             }
         }
         // Every line is blank, a # comment, a [table] header, or `key = value`:
         // the config needs nothing else (no multi-line strings or arrays).
-        let space = CharacterSet(charactersIn: " \t")
+        let space = " \t"
         var table = ""
         // Split on scalars: as Characters, "\r\n" is one grapheme and never equals "\n".
         for (n, scalars) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let raw = String(String.UnicodeScalarView(scalars))
             // TOML's whitespace is space and tab only; anything else stays and is checked.
-            let line = raw.trimmingCharacters(in: CharacterSet(charactersIn: " \t\r"))
+            let line = raw.trimmingTOMLSpace(" \t\r")
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("[") {
-                let body = line.split(separator: "#", maxSplits: 1)[0].trimmingCharacters(in: space)
+                let body = line.split(separator: "#", maxSplits: 1)[0].trimmingTOMLSpace(space)
                 let isArray = body.hasPrefix("[[")
                 let open = isArray ? 2 : 1
                 guard body.hasSuffix(isArray ? "]]" : "]"), body.count > 2 * open,
                       isDottedKey(body.dropFirst(open).dropLast(open)[...]) else {
                     throw ConfigError(detail: "line \(n + 1): a table header like [pin] was expected")
                 }
-                table = body.dropFirst(open).dropLast(open).split(separator: ".").map { $0.trimmingCharacters(in: space) }
+                table = body.dropFirst(open).dropLast(open).split(separator: ".").map { $0.trimmingTOMLSpace(space) }
                     .joined(separator: ".")
                 guard !isArray, knownKeys(table: table) != nil else {
                     throw ConfigError(detail: "line \(n + 1): there is no table [\(table)]; docs/operations.md lists the settings")
@@ -192,12 +195,12 @@ public struct FileConfig: Codable, Sendable {
             }
             // A mistyped setting would otherwise be ignored without a word, and
             // the person would believe, say, a shorter lock timeout is in force.
-            let key = line[..<eq].trimmingCharacters(in: space)
+            let key = line[..<eq].trimmingTOMLSpace(space)
             if let known = knownKeys(table: table), !known.contains(key) {
                 let place = table.isEmpty ? "at the top level" : "in [\(table)]"
                 throw ConfigError(detail: "line \(n + 1): “\(key)” is not a setting \(place); docs/operations.md lists the settings")
             }
-            let value = line[line.index(after: eq)...].trimmingCharacters(in: space)
+            let value = line[line.index(after: eq)...].trimmingTOMLSpace(space)
             guard isSimpleValue(value) else {
                 throw ConfigError(detail: "line \(n + 1): the value must be a whole number, true or false, or \"text in quotes\"")
             }
@@ -252,7 +255,7 @@ public struct FileConfig: Codable, Sendable {
             guard !digits.isEmpty, digits.count <= 18 else { return false }
             rest = rest.dropFirst(digits.count)
         }
-        let tail = rest.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+        let tail = rest.trimmingTOMLSpace(" \t")
         return tail.isEmpty || tail.hasPrefix("#")
     }
 
@@ -290,7 +293,7 @@ public struct Paths {
         return v
     }
 
-    public static func home() -> String { env("HOME") ?? NSHomeDirectory() }
+    public static func home() -> String { env("HOME") ?? FileManager.default.homeDirectoryForCurrentUser.path }
 
     public static func defaultConfigFile() -> String {
         if let c = env("SESSIONVAULT_CONFIG") { return c }
@@ -343,5 +346,19 @@ public enum FingerprintReaderChoice: String, CaseIterable, Sendable {
             throw ConfigError(detail: "fingerprint.reader must be “auto” (the default), “fprintd”, “none” or “stub”, not “\(raw)”")
         }
         return choice
+    }
+}
+
+extension StringProtocol {
+    /// The text without the given characters at either end (TOML's space is " \t"):
+    /// Foundation's `trimmingCharacters(in:)` needs CharacterSet, which is not in
+    /// FoundationEssentials, and this module must not pull in ICU's data (a tool
+    /// such as vault-fpstub would carry 37 MB for it).
+    func trimmingTOMLSpace(_ characters: String) -> String {
+        let drop = Set(characters.unicodeScalars)
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !drop.contains($0) }),
+              let last = scalars.lastIndex(where: { !drop.contains($0) }) else { return "" }
+        return String(String.UnicodeScalarView(scalars[first...last]))
     }
 }

@@ -107,11 +107,7 @@ public final class Prompter: Sendable {
     /// Runs blocking pinentry I/O on its own thread: a dialog may stay open
     /// for minutes, which must not hold a thread of the cooperative pool.
     static func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { c in
-            let thread = Thread { c.resume(returning: body()) }
-            thread.name = "pinentry"
-            thread.start()
-        }
+        await onNewThread(named: "pinentry", body)
     }
 }
 

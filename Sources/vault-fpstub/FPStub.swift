@@ -1,7 +1,10 @@
 import ArgumentParser
 import DaemonConfig
 import FingerprintFactor
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `vault-fpstub`: drives the simulated fingerprint reader (StubReader) for demos
 /// and tests. It changes the same state file that vaultd's fingerprint factor reads.
@@ -24,7 +27,7 @@ struct FPStub: ParsableCommand {
 
     /// No subcommand is wrong usage: say what there is, exit 2.
     func run() throws {
-        FileHandle.standardError.write(Data((FPStub.helpMessage() + "\n").utf8))
+        printError(FPStub.helpMessage())
         throw ExitCode(2)
     }
 
@@ -35,8 +38,8 @@ struct FPStub: ParsableCommand {
             try command.run()
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
-                Foundation.exit(2)
+                printError(fullMessage(for: error))
+                Glibc.exit(2)
             }
             exit(withError: error)
         }
@@ -260,4 +263,11 @@ func validateFinger(_ name: String) throws {
 
 func hex(_ bytes: [UInt8]) -> String {
     bytes.map { b in String(b >> 4, radix: 16) + String(b & 0x0f, radix: 16) }.joined()
+}
+
+/// A line on standard error. Not Foundation's FileHandle: vault-fpstub links
+/// FoundationEssentials only, so it does not carry ICU's data.
+private func printError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }
