@@ -61,56 +61,54 @@ extension Vault {
         try result.get()
     }
 
+    /// Runs one unlock: `UnlockRun` says which way in comes next; this asks
+    /// it and applies what it gives (the vault key, a stop, an audit entry).
     func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
         if vaultKey != nil { return .success(()) }
         failedBeforeFallback = []
-        let candidates = policy.candidates(preferred: preferred)
-        let loginFallback = preferred == nil && !providers.loginProviders.isEmpty
-        var last: VaultFailure?
-        /// A factor the person chose in a dialog: the ones before it are skipped.
-        var skipTo: FactorID?
-        tries: for (index, id) in candidates.enumerated() {
-            guard let factor = factors[id], let slot = keyslots[id.rawValue] else { continue }
-            if let target = skipTo {
-                guard id == target else { continue }
-                skipTo = nil
-            }
-            if case .unavailable(let reason) = await factor.probe() {
-                last = VaultFailure(.factorUnavailable, message: reason)
-                continue
-            }
-            let options = fallbackOptions(after: index, in: candidates, login: loginFallback)
-            switch await attempt(factor, slot: slot, conversation, offering: options) {
-            case .opened(let vk):
-                failedBeforeFallback = []
-                // The PIN opens the vault for good; a presence factor only reopens it.
-                if factor.descriptor.contribution == .presenceOnly {
-                    table.setVaultKey(vk, now: now())
-                    sessions.resealWaiting(vk)
-                } else {
-                    openHard(vk)
+        var run = UnlockRun(candidates: policy.candidates(preferred: preferred),
+                            loginFallback: preferred == nil && !providers.loginProviders.isEmpty)
+        while true {
+            switch run.next() {
+            case .login(let last):
+                // Last resort: a fresh login with a provider whose slot opens the vault.
+                return await unlockByLogin(conversation, after: last)
+            case .fail(let last):
+                return .failure(last ?? policy.lockedFailure())
+            case .ask(let id, let index):
+                guard let factor = factors[id], let slot = keyslots[id.rawValue] else {
+                    _ = run.record(.notSetUp)
+                    continue
                 }
-                touch()
-                audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-                return .success(())
-            case .stop(let failure):
-                return .failure(failure)
-            case .chose(let choice):
-                last = VaultFailure(.cancelled)
-                if choice == Vault.loginChoice { break tries }
-                skipTo = FactorID(rawValue: choice)
-            case .next(let failure):
-                last = failure
-                if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
-                // Say why before offering the next way in.
-                if index < candidates.count - 1 || loginFallback { await conversation.show(failure.message) }
+                if case .unavailable(let reason) = await factor.probe() {
+                    _ = run.record(.unavailable(VaultFailure(.factorUnavailable, message: reason)))
+                    continue
+                }
+                let options = fallbackOptions(after: index, in: run.candidates, login: run.loginFallback)
+                switch await attempt(factor, slot: slot, conversation, offering: options) {
+                case .opened(let vk):
+                    failedBeforeFallback = []
+                    // The PIN opens the vault for good; a presence factor only reopens it.
+                    if factor.descriptor.contribution == .presenceOnly {
+                        table.setVaultKey(vk, now: now())
+                        sessions.resealWaiting(vk)
+                    } else {
+                        openHard(vk)
+                    }
+                    touch()
+                    audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+                    return .success(())
+                case .stop(let failure):
+                    return .failure(failure)
+                case .chose(let choice):
+                    _ = run.record(.chose(choice))
+                case .next(let failure):
+                    if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
+                    // Say why before offering the next way in.
+                    if run.record(.failed(failure)) { await conversation.show(failure.message) }
+                }
             }
         }
-        // Last resort: a fresh login with a provider whose slot opens the vault.
-        if loginFallback {
-            return await unlockByLogin(conversation, after: last)
-        }
-        return .failure(last ?? policy.lockedFailure())
     }
 
     /// The buttons a presence factor's dialog offers: the next factor of the
