@@ -2,6 +2,7 @@ import CVaultShims
 import LineFraming
 import Locking
 import NIOCore
+import Synchronization
 import VaultCore
 import VaultProtocol
 import VaultWire
@@ -9,8 +10,9 @@ import VaultWire
 import Glibc
 #endif
 
-/// One client connection's life, from accept to close: who the peer is, the
-/// per-connection limits, framing, and writing. What a line means is the
+/// A connection's transport, from accept to close, on its event loop: who the
+/// peer is, the per-connection limits, framing, and writing; it makes the
+/// `Connection` (below) and feeds it lines. What a line means is the
 /// `RequestHandler`'s business; this file is the only transport.
 ///
 /// The limits, each enforced here once:
@@ -19,7 +21,7 @@ import Glibc
 /// - a line over `Wire.maxLineBytes`: one `bad_request`, then closed (LineSplitter);
 /// - idle: closed after `idleTimeout` with no complete line and nothing in flight
 ///   (a connection that said `watch` waits for events and is never idle);
-/// - requests in flight (`maxInFlight`): the next gets `rate_limited` (Client.begin);
+/// - requests in flight (`maxInFlight`): the next gets `rate_limited` (Connection.begin);
 /// - unsent answers: past `maxUnsentBytes` the connection is not read until the
 ///   client has read some of them (NIO's BackPressureHandler on the channel's
 ///   write-buffer water mark), so a client that sends without reading cannot
@@ -35,11 +37,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     let ownUID: UInt32
     /// The peer (`SO_PEERCRED`), read before the first byte; nil if unreadable.
     let peer: Requester?
-    var client: Client?
+    var client: Connection?
     var splitter = LineSplitter()
     /// When the last complete line arrived (partial lines do not count), or
     /// the connection opened: the event loop's clock (CLOCK_MONOTONIC, as
-    /// `Client`'s; a test's `EmbeddedEventLoop` moves it by hand).
+    /// `Connection`'s; a test's `EmbeddedEventLoop` moves it by hand).
     var lastLineNanos: UInt64 = 0
     var idleCheck: Scheduled<Void>?
 
@@ -62,7 +64,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(VaultFailure(.forbidden)))
             return
         }
-        client = Client(link: ChannelLink(channel: channel), requester: peer)
+        client = Connection(link: ChannelLink(channel: channel), requester: peer)
         lastLineNanos = context.eventLoop.now.uptimeNanoseconds
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
@@ -127,6 +129,144 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         } else {
             scheduleIdleCheck(on: loop, channel: channel, in: .nanoseconds(Int64(deadline - now)))
         }
+    }
+}
+
+/// Where a connection's lines go: the transport behind a `Connection`
+/// (Connection.swift's NIO channel in vaultd, a recorder in the tests).
+protocol ClientLink: Sendable {
+    /// Writes one line. The bytes may hold an access token: the transport
+    /// wipes every copy it makes once written.
+    func send(_ line: [UInt8])
+    /// Writes one line, then closes the connection.
+    func sendAndClose(_ line: [UInt8])
+    /// Writes one line and calls `whenWritten` once it has left vaultd (or
+    /// the connection closed): how `watch` bounds a watcher's backlog.
+    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void)
+}
+
+extension ClientLink {
+    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void) {
+        send(line)
+        whenWritten()
+    }
+}
+
+/// One client connection: who is at the other end, what it said in `hello`,
+/// its open prompts, its requests in flight and its `watch` queue. The one
+/// type that is a connection: `ConnectionHandler` (above) is its transport on
+/// the event loop, which feeds it lines and owns the bytes not yet framed;
+/// everything else about the connection is here, shared with the tasks that
+/// serve its requests (which may wait for a prompt's answer).
+final class Connection: Sendable {
+    let link: any ClientLink
+    let requester: Requester
+    /// Fired when the connection closes: vaultd's own dialogs for its requests close with it.
+    let hangup = Hangup()
+
+    private struct Inner {
+        var language: Language = .en
+        var interactive = false
+        /// `"prompter": "vault"` and the client's display (VaultPrompter.swift).
+        var prompter = HelloPrompter()
+        var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
+        var nextPrompt = 0
+        var closed = false
+    }
+    private let inner = Locked(Inner())
+    /// Requests being served in tasks (a prompt waiting counts). Atomics, not
+    /// the lock: the transport counts every request in, the tasks count them out.
+    private let inFlight = Atomic<Int>(0)
+    /// When a request served in a task was last answered (0: none yet).
+    private let lastAnsweredNanos = Atomic<UInt64>(0)
+    /// The `watch` op's state for this connection (Watch.swift).
+    let watch = Locked(Watch())
+
+    init(link: any ClientLink, requester: Requester) {
+        self.link = link
+        self.requester = requester
+    }
+
+    var language: Language { inner.withLock { $0.language } }
+    var interactive: Bool { inner.withLock { $0.interactive } }
+    var prompter: HelloPrompter { inner.withLock { $0.prompter } }
+
+    func settle(language: Language, interactive: Bool, prompter: HelloPrompter) {
+        inner.withLock {
+            $0.language = language
+            $0.interactive = interactive
+            $0.prompter = prompter
+        }
+    }
+
+    /// Counts a request in, unless `limit` are in flight already. Only the
+    /// transport's one thread counts in, so the check cannot be overtaken.
+    func begin(limit: Int) -> Bool {
+        guard inFlight.load(ordering: .acquiring) < limit else { return false }
+        inFlight.add(1, ordering: .relaxed)
+        return true
+    }
+
+    func ended() {
+        lastAnsweredNanos.store(Connection.monotonicNanos(), ordering: .relaxed)
+        inFlight.subtract(1, ordering: .releasing)
+    }
+
+    /// Whether a request is in flight, and when the last one was answered
+    /// (CLOCK_MONOTONIC nanoseconds): the transport's idle check reads it.
+    var activity: (busy: Bool, lastAnsweredNanos: UInt64) {
+        (inFlight.load(ordering: .acquiring) > 0, lastAnsweredNanos.load(ordering: .relaxed))
+    }
+
+    static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    func newPromptID() -> String {
+        inner.withLock { s in
+            s.nextPrompt += 1
+            return "p\(s.nextPrompt)"
+        }
+    }
+
+    /// Records `pid` as open, then calls `ask` (which sends the prompt), and
+    /// parks the caller until `resolve` is called for `pid` (or the connection
+    /// closes). The order matters: a client may answer before `ask` returns,
+    /// and its answer must find the question already open.
+    func wait(for pid: String, ask: () -> Void) async -> PromptAnswer {
+        await withCheckedContinuation { (c: CheckedContinuation<PromptAnswer, Never>) in
+            let closed = inner.withLock { s -> Bool in
+                if s.closed { return true }
+                s.waiting[pid] = c
+                return false
+            }
+            if closed {
+                c.resume(returning: .cancelled)
+                return
+            }
+            ask()
+        }
+    }
+
+    /// Returns false when no prompt with that id is waiting.
+    @discardableResult
+    func resolve(_ pid: String, with answer: PromptAnswer) -> Bool {
+        let c = inner.withLock { $0.waiting.removeValue(forKey: pid) }
+        c?.resume(returning: answer)
+        return c != nil
+    }
+
+    /// The client went away: every open question counts as cancelled.
+    func close() {
+        let all = inner.withLock { s -> [CheckedContinuation<PromptAnswer, Never>] in
+            s.closed = true
+            defer { s.waiting.removeAll() }
+            return Array(s.waiting.values)
+        }
+        for c in all { c.resume(returning: .cancelled) }
+        hangup.fire()
     }
 }
 

@@ -16,7 +16,7 @@ enum PromptAnswer: Sendable {
 /// The factor conversation for one request of one client: each question
 /// becomes a `prompt` event carrying the request's id, answered by an `answer` op.
 struct ServerConversation: ClientConversation {
-    let client: Client
+    let client: Connection
     let requestID: JSON
     let promptTimeout: Int64
     /// The authorization-endpoint origins of the configured providers.

@@ -7,142 +7,6 @@ import VaultFactor
 import VaultProtocol
 import VaultWire
 
-/// Where a connection's lines go: the transport behind a `Client`
-/// (Connection.swift's NIO channel in vaultd, a recorder in the tests).
-protocol ClientLink: Sendable {
-    /// Writes one line. The bytes may hold an access token: the transport
-    /// wipes every copy it makes once written.
-    func send(_ line: [UInt8])
-    /// Writes one line, then closes the connection.
-    func sendAndClose(_ line: [UInt8])
-    /// Writes one line and calls `whenWritten` once it has left vaultd (or
-    /// the connection closed): how `watch` bounds a watcher's backlog.
-    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void)
-}
-
-extension ClientLink {
-    func send(_ line: [UInt8], whenWritten: @escaping @Sendable () -> Void) {
-        send(line)
-        whenWritten()
-    }
-}
-
-/// One connected client, as the request handler sees it: who it is, what it
-/// said in `hello`, its open prompts and its requests in flight. Shared
-/// between the transport (which feeds it lines) and the tasks serving its
-/// requests (which may wait for a prompt's answer).
-final class Client: Sendable {
-    let link: any ClientLink
-    let requester: Requester
-    /// Fired when the connection closes: vaultd's own dialogs for its requests close with it.
-    let hangup = Hangup()
-
-    private struct Inner {
-        var language: Language = .en
-        var interactive = false
-        /// `"prompter": "vault"` and the client's display (VaultPrompter.swift).
-        var prompter = HelloPrompter()
-        var waiting: [String: CheckedContinuation<PromptAnswer, Never>] = [:]
-        var nextPrompt = 0
-        var closed = false
-    }
-    private let inner = Locked(Inner())
-    /// Requests being served in tasks (a prompt waiting counts). Atomics, not
-    /// the lock: the transport counts every request in, the tasks count them out.
-    private let inFlight = Atomic<Int>(0)
-    /// When a request served in a task was last answered (0: none yet).
-    private let lastAnsweredNanos = Atomic<UInt64>(0)
-    /// The `watch` op's state for this connection (Watch.swift).
-    let watch = Locked(WatchState())
-
-    init(link: any ClientLink, requester: Requester) {
-        self.link = link
-        self.requester = requester
-    }
-
-    var language: Language { inner.withLock { $0.language } }
-    var interactive: Bool { inner.withLock { $0.interactive } }
-    var prompter: HelloPrompter { inner.withLock { $0.prompter } }
-
-    func settle(language: Language, interactive: Bool, prompter: HelloPrompter) {
-        inner.withLock {
-            $0.language = language
-            $0.interactive = interactive
-            $0.prompter = prompter
-        }
-    }
-
-    /// Counts a request in, unless `limit` are in flight already. Only the
-    /// transport's one thread counts in, so the check cannot be overtaken.
-    func begin(limit: Int) -> Bool {
-        guard inFlight.load(ordering: .acquiring) < limit else { return false }
-        inFlight.add(1, ordering: .relaxed)
-        return true
-    }
-
-    func ended() {
-        lastAnsweredNanos.store(Client.monotonicNanos(), ordering: .relaxed)
-        inFlight.subtract(1, ordering: .releasing)
-    }
-
-    /// Whether a request is in flight, and when the last one was answered
-    /// (CLOCK_MONOTONIC nanoseconds): the transport's idle check reads it.
-    var activity: (busy: Bool, lastAnsweredNanos: UInt64) {
-        (inFlight.load(ordering: .acquiring) > 0, lastAnsweredNanos.load(ordering: .relaxed))
-    }
-
-    static func monotonicNanos() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
-
-    func newPromptID() -> String {
-        inner.withLock { s in
-            s.nextPrompt += 1
-            return "p\(s.nextPrompt)"
-        }
-    }
-
-    /// Records `pid` as open, then calls `ask` (which sends the prompt), and
-    /// parks the caller until `resolve` is called for `pid` (or the connection
-    /// closes). The order matters: a client may answer before `ask` returns,
-    /// and its answer must find the question already open.
-    func wait(for pid: String, ask: () -> Void) async -> PromptAnswer {
-        await withCheckedContinuation { (c: CheckedContinuation<PromptAnswer, Never>) in
-            let closed = inner.withLock { s -> Bool in
-                if s.closed { return true }
-                s.waiting[pid] = c
-                return false
-            }
-            if closed {
-                c.resume(returning: .cancelled)
-                return
-            }
-            ask()
-        }
-    }
-
-    /// Returns false when no prompt with that id is waiting.
-    @discardableResult
-    func resolve(_ pid: String, with answer: PromptAnswer) -> Bool {
-        let c = inner.withLock { $0.waiting.removeValue(forKey: pid) }
-        c?.resume(returning: answer)
-        return c != nil
-    }
-
-    /// The client went away: every open question counts as cancelled.
-    func close() {
-        let all = inner.withLock { s -> [CheckedContinuation<PromptAnswer, Never>] in
-            s.closed = true
-            defer { s.waiting.removeAll() }
-            return Array(s.waiting.values)
-        }
-        for c in all { c.resume(returning: .cancelled) }
-        hangup.fire()
-    }
-}
-
 /// Answers a client's lines: decodes each request, answers `hello` and
 /// `answer` at once (later lines rely on them), serves every other op in its
 /// own task, so a slow one (waiting for a fingerprint) never holds up the
@@ -163,7 +27,7 @@ struct RequestHandler: Sendable {
 
     /// One whole line from `client`, without its newline. Everything it needs
     /// from the line is read before this returns: the caller wipes the line then.
-    func handle<Line: Collection<UInt8>>(line: Line, from client: Client) {
+    func handle<Line: Collection<UInt8>>(line: Line, from client: Connection) {
         let language = client.language
         let request: Request
         var secret: SecureBytes?
@@ -208,7 +72,7 @@ struct RequestHandler: Sendable {
     /// The answer to a `session` request the broker can give without waiting
     /// (`Vault.releaseIfReady`, the same decision every release takes); nil
     /// sends it the long way, which also answers a malformed request.
-    func releaseIfReady(_ request: Request, client: Client) -> [UInt8]? {
+    func releaseIfReady(_ request: Request, client: Connection) -> [UInt8]? {
         guard let minValid = RequestHandler.minValid(request), let account = try? optionalString(request, "account"),
               let released = vault.releaseIfReady(account: account, minValid: minValid, requester: client.requester,
                                                   interactive: client.interactive) else { return nil }
@@ -217,7 +81,7 @@ struct RequestHandler: Sendable {
 
     /// A line that grew past `Wire.maxLineBytes`: one answer, then the
     /// connection closes (the rest of such a line is never read).
-    func lineTooLong(_ client: Client) {
+    func lineTooLong(_ client: Connection) {
         // The limit as each language writes it: 65,536 and 65 536 (a no-break space).
         let digits = Array(String(Wire.maxLineBytes))
         func grouped(_ separator: String) -> String {
@@ -236,7 +100,7 @@ struct RequestHandler: Sendable {
         Response.failure(id: .null, error: failure, language: .en).encoded()
     }
 
-    func respond(to request: Request, client: Client) async -> Response {
+    func respond(to request: Request, client: Connection) async -> Response {
         // vaultd's own dialogs for a client that asked for them; else prompts relayed as events.
         let conversation: any ClientConversation = client.prompter.conversation(
             prompterFactory, language: client.language, requester: client.requester, hangup: client.hangup)
@@ -252,7 +116,7 @@ struct RequestHandler: Sendable {
     /// Settles language and interactivity at once (later lines on this
     /// connection rely on them), then answers with the lock state. A client
     /// asking for a newer version gets version 1 answers and sees our version.
-    func hello(_ request: Request, client: Client) {
+    func hello(_ request: Request, client: Connection) {
         let language = Language(rawValue: request["lang"]?.stringValue ?? "") ?? .en
         let prompter = HelloPrompter(request)
         client.settle(language: language, interactive: request["interactive"]?.boolValue ?? false, prompter: prompter)
@@ -267,14 +131,14 @@ struct RequestHandler: Sendable {
     /// Starts sending the connection vault events. It is counted as a watcher
     /// at once, so nothing that happens while the lock state is read is lost;
     /// its events wait until this answer is written.
-    func watch(_ request: Request, client: Client) {
+    func watch(_ request: Request, client: Connection) {
         let first = client.startWatching()
         if first { watchers.add(client, events: vault.events) }
         client.link.send(Response.success(id: request.id, result: ["watching": true, "locked": .bool(vault.isLocked)]).encoded())
         if first { client.watchAnswered() }
     }
 
-    func answer(_ request: Request, secret: SecureBytes?, client: Client) -> Response {
+    func answer(_ request: Request, secret: SecureBytes?, client: Connection) -> Response {
         guard let pid = request["pid"]?.stringValue else {
             return .failure(id: request.id, error: .badRequest(LocalizedText(
                 en: "An answer needs the “pid” of the prompt it answers.",

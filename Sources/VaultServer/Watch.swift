@@ -15,7 +15,7 @@ final class Watchers: Sendable {
     static let maxUnwritten = 64
 
     private struct State {
-        var clients: [ObjectIdentifier: Client] = [:]
+        var clients: [ObjectIdentifier: Connection] = [:]
         var listening = false
         /// The one listener; cancelled by `stop()` so that at shutdown it ends
         /// with its stream instead of staying suspended on a feed nobody will
@@ -28,7 +28,7 @@ final class Watchers: Sendable {
     var count: Int { state.withLock { $0.clients.count } }
 
     /// Adds `client`; the first watcher starts the one listener on `events`.
-    func add(_ client: Client, events: VaultEvents) {
+    func add(_ client: Connection, events: VaultEvents) {
         let start = state.withLock { s -> Bool in
             if s.stopped { return false }
             s.clients[ObjectIdentifier(client)] = client
@@ -59,7 +59,7 @@ final class Watchers: Sendable {
         listener?.cancel()
     }
 
-    func remove(_ client: Client) {
+    func remove(_ client: Connection) {
         _ = state.withLock { $0.clients.removeValue(forKey: ObjectIdentifier(client)) }
     }
 
@@ -74,7 +74,7 @@ final class Watchers: Sendable {
     /// accounts filters events. `locked` and `unlocked` concern every app; an
     /// account's events go only to the apps allowed that account when it
     /// happened (all apps with `per_app = false`), a revoked grant only to its app.
-    static func hears(_ notice: VaultNotice, _ client: Client) -> Bool {
+    static func hears(_ notice: VaultNotice, _ client: Connection) -> Bool {
         guard let apps = notice.apps else { return true }
         guard let app = client.requester.app else { return false }
         return apps.contains(app.key)
@@ -113,21 +113,21 @@ final class Watchers: Sendable {
     }
 }
 
-/// One connection's side of `watch`: its events wait until the answer to
-/// `watch` is out (so the answer comes first), then go straight to the link,
-/// counted until the transport has written them.
-struct WatchState {
-    var watching = false
-    /// The answer to `watch` has been written: events go straight out.
-    var answered = false
-    var held: [[UInt8]] = []
-    /// Event lines handed to the link and not yet written to the socket.
-    var unwritten = 0
-    /// Events were dropped since the last line got out: a `resync` is owed.
-    var missed = false
-}
+extension Connection {
+    /// One connection's side of `watch`: its events wait until the answer to
+    /// `watch` is out (so the answer comes first), then go straight to the link,
+    /// counted until the transport has written them.
+    struct Watch {
+        var watching = false
+        /// The answer to `watch` has been written: events go straight out.
+        var answered = false
+        var held: [[UInt8]] = []
+        /// Event lines handed to the link and not yet written to the socket.
+        var unwritten = 0
+        /// Events were dropped since the last line got out: a `resync` is owed.
+        var missed = false
+    }
 
-extension Client {
     /// Marks the connection as watching; events are held until `watchAnswered`.
     /// False if it already was.
     func startWatching() -> Bool {

@@ -35,16 +35,16 @@ final class CallerTrustTests: XCTestCase {
     }
 
     /// Sends one request and waits for its answer.
-    func call(_ h: RequestHandler, _ client: Client, _ link: RecordingLink, _ op: String, id: JSON,
+    func call(_ h: RequestHandler, _ client: Connection, _ link: RecordingLink, _ op: String, id: JSON,
               _ fields: [String: JSON] = [:]) async throws -> JSON {
         h.handle(line: Request(id: id, op: op, fields: fields).encoded().dropLast(), from: client)
         return try await link.answer(to: id)
     }
 
     /// The person enrolls a PIN and imports `kari` from vaultctl (prompts answered with the PIN).
-    func personSetsUp(_ h: RequestHandler) async throws -> (Client, RecordingLink) {
+    func personSetsUp(_ h: RequestHandler) async throws -> (Connection, RecordingLink) {
         let link = RecordingLink()
-        let client = Client(link: link, requester: person)
+        let client = Connection(link: link, requester: person)
         _ = try await call(h, client, link, "hello", id: 0, ["interactive": true])
         let answered = self.answered, pin = self.pin
         let answering = Task {
@@ -79,7 +79,7 @@ final class CallerTrustTests: XCTestCase {
         ]
         for requester in [sandboxed, unidentified] {
             let link = RecordingLink()
-            let client = Client(link: link, requester: requester)
+            let client = Connection(link: link, requester: requester)
             _ = try await call(h, client, link, "hello", id: 0, ["interactive": true])
             for (n, (op, fields)) in ops.enumerated() {
                 let r = try await call(h, client, link, op, id: .int(Int64(n + 1)), fields)
@@ -98,7 +98,7 @@ final class CallerTrustTests: XCTestCase {
         let h = handler()
         let (personClient, personLink) = try await personSetsUp(h)
         let link = RecordingLink()
-        let client = Client(link: link, requester: sandboxed)
+        let client = Connection(link: link, requester: sandboxed)
         _ = try await call(h, client, link, "hello", id: 0)
         let r = try await call(h, client, link, "import", id: 1, [
             "issuer": "https://idp.example", "client_id": "app", "account": "kari",
@@ -118,7 +118,7 @@ final class CallerTrustTests: XCTestCase {
         _ = try await personSetsUp(h)
         let link = RecordingLink()
         let other = Requester(pid: 8, uid: 1, app: AppIdentity(kind: .executable, name: "/usr/bin/other-app"))
-        let client = Client(link: link, requester: other)
+        let client = Connection(link: link, requester: other)
         _ = try await call(h, client, link, "hello", id: 0)   // not interactive: cannot be asked
         let r = try await call(h, client, link, "import", id: 1, [
             "issuer": "https://idp.example", "client_id": "app", "account": "kari", "access_token": "at-other"])
@@ -131,7 +131,7 @@ final class CallerTrustTests: XCTestCase {
         await vault.lock(reason: "test")
         for requester in [sandboxed, unidentified] {
             let link = RecordingLink()
-            let client = Client(link: link, requester: requester)
+            let client = Connection(link: link, requester: requester)
             _ = try await call(h, client, link, "hello", id: 0, ["interactive": true])
             let r: JSON
             do { r = try await call(h, client, link, "unlock", id: 1) } catch { return XCTFail("no answer: \(link.written)") }
@@ -152,7 +152,7 @@ final class CallerTrustTests: XCTestCase {
         let h = handler()
         _ = try await personSetsUp(h)
         let link = RecordingLink()
-        let client = Client(link: link, requester: unidentified)
+        let client = Connection(link: link, requester: unidentified)
         let status = try await call(h, client, link, "status", id: 1)
         XCTAssertEqual(status["result"]?["accounts"], .array([]), "\(status)")
         let session = try await call(h, client, link, "session", id: 2, ["account": "kari"])
@@ -162,7 +162,7 @@ final class CallerTrustTests: XCTestCase {
         XCTAssertEqual(audit["result"]?["entries"], .array([]), "an unidentified peer reads no audit entry")
 
         let sandboxLink = RecordingLink()
-        let sandboxClient = Client(link: sandboxLink, requester: sandboxed)
+        let sandboxClient = Connection(link: sandboxLink, requester: sandboxed)
         _ = try await call(h, sandboxClient, sandboxLink, "import", id: 1, [
             "issuer": "https://idp.example", "client_id": "app", "account": "evil-own", "access_token": "at-own"])
         let own = try await call(h, sandboxClient, sandboxLink, "audit", id: 2)

@@ -63,7 +63,7 @@ final class RequestHandlerTests: XCTestCase {
         RequestHandler(vault: vault, serverName: "vaultd/test", promptTimeout: 30, maxInFlight: maxInFlight, openableOrigins: { [] })
     }
 
-    func send(_ h: RequestHandler, _ client: Client, _ op: String, id: JSON, _ fields: [String: JSON] = [:]) {
+    func send(_ h: RequestHandler, _ client: Connection, _ op: String, id: JSON, _ fields: [String: JSON] = [:]) {
         h.handle(line: Request(id: id, op: op, fields: fields).encoded().dropLast(), from: client)
     }
 
@@ -75,7 +75,7 @@ final class RequestHandlerTests: XCTestCase {
     func testAFreshGrantedSessionIsAnsweredBeforeTheLineIsHandled() async throws {
         let link = RecordingLink()
         let me = Requester(pid: getpid(), uid: getuid(), app: AppIdentity(kind: .executable, name: "/usr/bin/mentor-app"))
-        let client = Client(link: link, requester: me)
+        let client = Connection(link: link, requester: me)
         let h = handler()
         send(h, client, "import", id: 1, ["issuer": "https://idp.example", "client_id": "app", "account": "kari",
                                           "refresh_token": "rt-secret", "access_token": "at-1", "expires_at": 4_102_444_800])
@@ -89,7 +89,7 @@ final class RequestHandlerTests: XCTestCase {
 
         // Another app: the grant is the broker's to ask about (here: refused, nobody to ask).
         let otherLink = RecordingLink()
-        let other = Client(link: otherLink, requester: Requester(pid: getpid(), uid: getuid(),
+        let other = Connection(link: otherLink, requester: Requester(pid: getpid(), uid: getuid(),
                                                                  app: AppIdentity(kind: .flatpak, name: "org.example.Other")))
         send(h, other, "session", id: "other", ["account": "kari"])
         XCTAssertNil(otherLink.written.first { $0["id"] == "other" })
@@ -106,7 +106,7 @@ final class RequestHandlerTests: XCTestCase {
 
     func testALineThatIsNotARequestGetsBadRequestWithANullID() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         handler().handle(line: Array("{not json".utf8), from: client)
         let r = try await link.first { _ in true }
         XCTAssertEqual(r["id"], .null)
@@ -115,7 +115,7 @@ final class RequestHandlerTests: XCTestCase {
 
     func testHelloSettlesTheLanguageForTheLinesAfterIt() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         let h = handler()
         send(h, client, "hello", id: 1, ["lang": "nb"])
         send(h, client, "frobnicate", id: 2)
@@ -128,7 +128,7 @@ final class RequestHandlerTests: XCTestCase {
 
     func testAnAnswerToNoOpenQuestionIsABadRequest() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         send(handler(), client, "answer", id: 5, ["pid": "p9", "value": "x"])
         let r = try await link.answer(to: 5)
         XCTAssertEqual(r["error"]?["code"], "bad_request")
@@ -139,7 +139,7 @@ final class RequestHandlerTests: XCTestCase {
     func testASessionIsReleasedInOneEnvelopeAndAudited() async throws {
         let link = RecordingLink()
         // As Connection.swift makes it: with the app identity read from the pid.
-        let client = Client(link: link, requester: Requester(pid: getpid(), uid: getuid(), app: AppIdentity.of(pid: getpid())))
+        let client = Connection(link: link, requester: Requester(pid: getpid(), uid: getuid(), app: AppIdentity.of(pid: getpid())))
         let h = handler()
         send(h, client, "import", id: 1, ["issuer": "https://idp.example", "client_id": "app", "account": "kari",
                                           "refresh_token": "rt-secret", "access_token": "at-1", "expires_at": 4_102_444_800])
@@ -160,7 +160,7 @@ final class RequestHandlerTests: XCTestCase {
     /// refused at once with its sentence; the PIN travels only inward.
     func testRequestsPastTheInFlightCapAreRateLimitedAndThePINNeverComesBack() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         let h = handler(maxInFlight: 2)
         send(h, client, "hello", id: 0, ["interactive": true])
         _ = try await link.answer(to: 0)
@@ -199,7 +199,7 @@ final class RequestHandlerTests: XCTestCase {
 
     func testALineTooLongIsAnsweredAndTheConnectionClosed() async throws {
         let link = RecordingLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         handler().lineTooLong(client)
         let r = try await link.first { _ in true }
         XCTAssertEqual(r["error"]?["code"], "bad_request")

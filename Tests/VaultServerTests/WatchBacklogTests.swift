@@ -24,9 +24,9 @@ final class StalledLink: ClientLink {
 
 /// The per-watcher bound (Watch.swift): what a watcher that stops reading costs.
 final class WatchBacklogTests: XCTestCase {
-    func watcher() -> (Client, StalledLink) {
+    func watcher() -> (Connection, StalledLink) {
         let link = StalledLink()
-        let client = Client(link: link, requester: Requester(pid: 1, uid: 1))
+        let client = Connection(link: link, requester: Requester(pid: 1, uid: 1))
         XCTAssertTrue(client.startWatching())
         return (client, link)
     }
