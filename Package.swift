@@ -206,11 +206,11 @@ let package = Package(
 
         // Helpers more than one test target uses: "cannot run here" (a failure under CI=true),
         // temp dirs, running a tool with a timeout, finding the built binaries.
-        .target(name: "VaultTestSupport", path: "Tests/VaultTestSupport", swiftSettings: strict),
+        .target(name: "VaultTestSupport", dependencies: ["Locking", "VaultFactor"], path: "Tests/VaultTestSupport", swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "VaultWire", "DaemonConfig"]),
-        .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking"]),
+        .testTarget(name: "PINFactorTests", dependencies: ["PINFactor", "VaultFactor", "Locking", "VaultTestSupport"]),
         .testTarget(name: "FingerprintFactorTests", dependencies: ["FingerprintFactor", "VaultFactor", "Locking", "VaultTestSupport"]),
         .testTarget(name: "OIDCFactorTests", dependencies: [
             "OIDCFactor", "OIDCToken", "VaultFactor", "Locking", "VaultTestSupport",
@@ -222,7 +222,7 @@ let package = Package(
         ]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore", "VaultTestSupport"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol", "VaultTestSupport"]),
-        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking"]),
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking", "VaultTestSupport"]),
         // The request handler on its own, with a recording link in place of a socket.
         .testTarget(name: "VaultServerTests", dependencies: [
             "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "VaultWire", "PINFactor", "SodiumKit", "Locking", "CVaultShims",
@@ -230,7 +230,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "DemoProvidersTests", dependencies: [
-            "DemoProviders", "VaultProtocol", "SodiumKit",
+            "DemoProviders", "VaultProtocol", "SodiumKit", "VaultTestSupport",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -7,6 +7,7 @@ import NIOPosix
 import SodiumKit
 import VaultProtocol
 import XCTest
+import VaultTestSupport
 
 final class DemoProvidersTests: XCTestCase {
     var demo: DemoProviders!
@@ -431,7 +432,7 @@ final class DemoProvidersTests: XCTestCase {
         try await demo.shutdown()
         let clock = TestClock()
         var config = DemoProviders.Configuration()
-        config.now = { clock.now() }
+        config.now = { clock.seconds }
         config.bankIDAccessTokenTTL = 120
         demo = try await DemoProviders.start(group: MultiThreadedEventLoopGroup.singleton, configuration: config)
         let login = try await login(demo.bankID, user: "kari")

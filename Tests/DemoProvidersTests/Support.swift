@@ -7,6 +7,7 @@ import NIOPosix
 import SodiumKit
 import VaultProtocol
 import XCTest
+import VaultTestSupport
 
 // A raw HTTP/1.1 client over NIO: no redirect following, any Host header, one or more
 // requests per connection. Plus small OAuth helpers for the tests.
@@ -219,15 +220,6 @@ func validateFodselsnummer(_ s: String, allowSynthetic: Bool = true) -> (year: I
     let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
     guard (1...days).contains(day) else { return nil }
     return (year, month, day, synthetic)
-}
-
-/// A settable clock for expiry tests.
-final class TestClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Int64 = Int64(Date().timeIntervalSince1970)
-
-    func now() -> Int64 { lock.withLock { value } }
-    func advance(_ seconds: Int64) { lock.withLock { value += seconds } }
 }
 
 /// `XCTAssertEqual` for expressions that await (XCTest's autoclosures cannot).

@@ -1,6 +1,7 @@
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
+import VaultTestSupport
 
 /// The factor's side of failed scans counted across unlocks (issue 21): it
 /// starts from the count the vault hands it, adds each miss at once (so Cancel

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
+import VaultTestSupport
 
 final class FingerprintFactorTests: TempDirTestCase {
     // MARK: Descriptor and probe

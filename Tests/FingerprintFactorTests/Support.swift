@@ -3,32 +3,7 @@ import Locking
 import XCTest
 @testable import FingerprintFactor
 import VaultFactor
-
-/// A conversation that records what the factor shows and can react to it, the
-/// way a person would (e.g. put a finger on the reader when asked to touch it).
-/// Questions are not expected from the fingerprint factor: they throw.
-final class ScriptedConversation: FactorConversation, Sendable {
-    let language: Language
-    private let state = Locked<[LocalizedText]>([])
-    private let onShow: @Sendable (LocalizedText) -> Void
-
-    init(language: Language = .en, onShow: @escaping @Sendable (LocalizedText) -> Void = { _ in }) {
-        self.language = language
-        self.onShow = onShow
-    }
-
-    /// Everything shown, in order.
-    var shownTexts: [LocalizedText] { state.withLock { $0 } }
-    /// The English side of everything shown.
-    var shown: [String] { shownTexts.map(\.en) }
-
-    func show(_ message: LocalizedText) async {
-        state.withLock { $0.append(message) }
-        onShow(message)
-    }
-    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { throw .notInteractive }
-    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
-}
+import VaultTestSupport
 
 /// A fresh directory per test, removed afterwards.
 class TempDirTestCase: XCTestCase {

@@ -6,6 +6,7 @@ import NationalID
 import SodiumKit
 import VaultProtocol
 import VaultStore
+import VaultTestSupport
 
 /// The HTTP registry against Fixtures/fake_registry.py on 127.0.0.1, started
 /// and stopped by each test.
@@ -13,7 +14,7 @@ final class HTTPRegistryTests: SyncTestCase {
     let number = syntheticNumber(day: 12, month: 4, yy: 85, start: 0)
     let other = syntheticNumber(day: 3, month: 9, yy: 71, start: 0)
     let audit = AuditRecorder()
-    let clock = TestClock()
+    let clock = TestClock(start: 1_800_000_000)
     var server: FakeRegistryServer!
     var key: SecureBytes!
     /// Everything a test saw that could leak: error texts, outcomes.
@@ -54,7 +55,7 @@ final class HTTPRegistryTests: SyncTestCase {
 
     func engine(_ store: VaultStore, _ registry: any MemberRegistry) throws -> MemberSync {
         try MemberSync(store: store, registry: registry, key: key, configuration: .init(backoffJitter: 0),
-                       audit: audit.sink, clock: clock.closure)
+                       audit: audit.sink, clock: clock.reading)
     }
 
     func sync(_ engine: MemberSync, _ provider: String, _ subject: String, _ text: String) async throws -> SyncOutcome {

@@ -34,16 +34,6 @@ func syntheticNumber(day: Int, month: Int, yy: Int, start: Int = 500) -> String 
     fatalError("no synthetic number for these parts")
 }
 
-/// A clock the test moves by hand.
-final class TestClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Double
-    init(_ start: Double = 1_800_000_000) { value = start }
-    var now: Double { lock.withLock { value } }
-    func advance(_ seconds: Double) { lock.withLock { value += seconds } }
-    var closure: MemberSync.Clock { { [self] in self.now } }
-}
-
 /// Collects audit events.
 final class AuditRecorder: @unchecked Sendable {
     private let lock = NSLock()

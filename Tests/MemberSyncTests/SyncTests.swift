@@ -6,6 +6,7 @@ import NationalID
 import SodiumKit
 import VaultProtocol
 import VaultStore
+import VaultTestSupport
 
 let nhf = Organization(id: "nhf", name: "Norges Handikapforbund", roles: ["peer-mentor"])
 let hlf = Organization(id: "hlf", name: "Hørselshemmedes Landsforbund", roles: ["member", "coordinator"])
@@ -17,7 +18,7 @@ final class SQLiteSyncTests: SyncTestCase {
     let other = syntheticNumber(day: 3, month: 9, yy: 71, start: 0)
     var registry: SQLiteMemberRegistry!
     let audit = AuditRecorder()
-    let clock = TestClock()
+    let clock = TestClock(start: 1_800_000_000)
     var key: SecureBytes!
 
     override func setUpWithError() throws {
@@ -36,7 +37,7 @@ final class SQLiteSyncTests: SyncTestCase {
 
     func engine(_ store: VaultStore, _ registry: any MemberRegistry, key: SecureBytes? = nil) throws -> MemberSync {
         try MemberSync(store: store, registry: registry, key: key ?? self.key,
-                       configuration: .init(backoffJitter: 0), audit: audit.sink, clock: clock.closure)
+                       configuration: .init(backoffJitter: 0), audit: audit.sink, clock: clock.reading)
     }
 
     func secure(_ text: String) throws -> SecureBytes { try SecureBytes.utf8(text) }

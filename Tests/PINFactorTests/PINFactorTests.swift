@@ -2,28 +2,7 @@ import Locking
 import XCTest
 @testable import PINFactor
 import VaultFactor
-
-/// A conversation that answers secrets from a script and records what was shown.
-final class ScriptedConversation: FactorConversation, Sendable {
-    let language: Language = .en
-    private let state: Locked<(answers: [String?], shown: [String], asked: [String])>
-
-    init(_ answers: [String?]) { state = Locked((answers, [], [])) }
-
-    var shown: [String] { state.withLock { $0.shown } }
-    var asked: [String] { state.withLock { $0.asked } }
-
-    func show(_ message: LocalizedText) async { state.withLock { $0.shown.append(message.en) } }
-    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
-        let next: String?? = state.withLock { s in
-            s.asked.append(prompt.en)
-            return s.answers.isEmpty ? .some(nil) : .some(s.answers.removeFirst())
-        }
-        guard let answer = next ?? nil else { throw .cancelled }
-        do { return try SecureBytes.utf8(answer) } catch { throw .cancelled }
-    }
-    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { true }
-}
+import VaultTestSupport
 
 final class PINFactorTests: XCTestCase {
     let pin = PINFactor()

@@ -4,6 +4,7 @@ import Locking
 import VaultCore
 import VaultFactor
 @testable import VaultStore
+import VaultTestSupport
 
 /// A conversation that answers from a script and records everything shown.
 final class ScriptedClient: ClientConversation, Sendable {
@@ -269,11 +270,4 @@ struct Fixture {
 func importRequest(account: String, token: String) -> ImportRequest {
     ImportRequest(issuer: "https://login.example.org", clientID: "app", account: account, name: "Kari Nordmann",
                   refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)
-}
-
-/// A clock a test moves by hand: the broker's timers see time pass without the test sleeping.
-final class TestClock: Sendable {
-    private let now = Locked(Date().timeIntervalSince1970)
-    func advance(seconds: Double) { now.withLock { $0 += seconds } }
-    var reading: @Sendable () -> Double { { [now] in now.withLock { $0 } } }
 }

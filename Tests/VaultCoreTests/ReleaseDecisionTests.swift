@@ -1,5 +1,6 @@
 import Foundation
 import VaultFactor
+import VaultTestSupport
 import VaultProtocol
 import XCTest
 @testable import VaultCore
@@ -17,7 +18,7 @@ final class ReleaseDecisionTests: XCTestCase {
 
         // Granted at the import, its use noted then: released at once, audited, idle timer restarted.
         let before = vault.table.lastActivity
-        clock.advance(seconds: 5)
+        clock.advance(5)
         XCTAssertEqual(vault.releaseIfReady(account: "kari", minValid: 0, requester: app, interactive: false)?.accessToken, "at-T1")
         XCTAssertEqual(vault.table.lastActivity, before + 5, "a release restarts the idle timer")
         try await waitForAudit(vault, event: "release", count: 1)
@@ -33,7 +34,7 @@ final class ReleaseDecisionTests: XCTestCase {
 
         // The grant's last use is a minute old: the broker notes it (written
         // back), after which the fast way serves again.
-        clock.advance(seconds: Double(AppGrants.lastUseResolution))
+        clock.advance(Double(AppGrants.lastUseResolution))
         XCTAssertNil(vault.releaseIfReady(account: "kari", minValid: 0, requester: app, interactive: false))
         _ = try await vault.release(account: "kari", conversation: AppGrantUnitTests.App("org.example.Mentor"))
         XCTAssertNotNil(vault.releaseIfReady(account: "kari", minValid: 0, requester: app, interactive: false))
@@ -55,7 +56,7 @@ final class ReleaseDecisionTests: XCTestCase {
         let fx = try Fixture()
         defer { fx.cleanup() }
         let (vault, clock, owner) = try await importedByTheApp(fx)
-        clock.advance(seconds: 4_102_444_800 - clock.reading())
+        clock.advance(4_102_444_800 - clock.reading())
         XCTAssertNil(vault.releaseIfReady(account: "kari", minValid: 0, requester: app, interactive: false))
         XCTAssertEqual(vault.table.count, 1, "the fast way changed nothing")
         do {

@@ -3,6 +3,7 @@ import XCTest
 @testable import VaultCore
 import PINFactor
 import VaultFactor
+import VaultTestSupport
 import VaultProtocol
 import VaultStore
 
@@ -141,7 +142,7 @@ final class VaultTests: XCTestCase {
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         await vault.lock(reason: "test")
-        clock.advance(seconds: 1.1)
+        clock.advance(1.1)
         let c = await code { try await vault.unlock(factor: nil, conversation: ScriptedClient()) }
         XCTAssertNotNil(c, "past fingerprint_max_hours the PIN is needed")
         try await vault.unlock(factor: nil, conversation: ScriptedClient(secrets: ["482915"]))
@@ -156,7 +157,7 @@ final class VaultTests: XCTestCase {
         await vault.lockIfIdle()
         let v2 = vault.isLocked
         XCTAssertFalse(v2)
-        clock.advance(seconds: 1.1)
+        clock.advance(1.1)
         _ = await vault.accounts()   // busy: a request just now
         await vault.lockIfIdle()
         let v3 = vault.isLocked
@@ -356,7 +357,7 @@ final class VaultTests: XCTestCase {
         await vault.lockIfIdle()
         var locked = vault.isLocked
         XCTAssertFalse(locked, "not idle yet")
-        clock.advance(seconds: 1.1)
+        clock.advance(1.1)
         await vault.lockIfIdle()
         locked = vault.isLocked
         XCTAssertTrue(locked)
