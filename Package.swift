@@ -206,7 +206,9 @@ let package = Package(
 
         // Helpers more than one test target uses: "cannot run here" (a failure under CI=true),
         // temp dirs, running a tool with a timeout, finding the built binaries.
-        .target(name: "VaultTestSupport", dependencies: ["Locking", "VaultFactor"], path: "Tests/VaultTestSupport", swiftSettings: strict),
+        .target(name: "VaultTestSupport", dependencies: [
+            "Locking", "VaultFactor", "VaultCore", "VaultStore", .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/VaultTestSupport", swiftSettings: strict),
 
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "VaultProtocolTests", dependencies: ["VaultProtocol", "VaultWire", "DaemonConfig"]),

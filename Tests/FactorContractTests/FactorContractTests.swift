@@ -3,6 +3,7 @@ import PINFactor
 import Testing
 @testable import VaultCore
 import VaultFactor
+import VaultTestSupport
 import VaultStore
 
 /// The factor contract: the same assertions, through a real `Vault` (real
@@ -77,7 +78,7 @@ struct FactorContract {
         #expect(!(s.vault.isLocked))
         #expect(client.asked >= 1 || s.kind == .presenceOnly, "a secret factor asks for its secret")
 
-        let restarted = try s.fixture.restarted([s.harness.factor])
+        let restarted = try s.fixture.reopened([s.harness.factor])
         #expect(restarted.isLocked, "with a factor enrolled, a restarted vault starts locked")
         let again = try await restarted.release(account: "kari", conversation: s.harness.correctInput())
         #expect(again.accessToken == "at-T1")
@@ -116,7 +117,7 @@ struct FactorContract {
             } else {
                 let after = await failure { try await s.vault.unlock(factor: nil, conversation: s.harness.correctInput()) }
                 #expect(after?.code == .locked, "after the fallback the soft unlock is gone: \(String(describing: after))")
-                let restarted = try s.fixture.restarted([s.harness.factor])
+                let restarted = try s.fixture.reopened([s.harness.factor])
                 try await restarted.unlock(factor: nil, conversation: s.harness.correctInput())
                 return
             }
@@ -163,7 +164,7 @@ struct FactorContract {
         let status = try await s.vault.disable(s.id, confirmed: true, conversation: person)
         #expect(status.state == .notEnrolled)
         #expect(try s.slotIDs() == ["device"])
-        let restarted = try s.fixture.restarted([s.harness.factor])
+        let restarted = try s.fixture.reopened([s.harness.factor])
         #expect(!(restarted.isLocked), "the sessions stay reachable through the device slot")
     }
 

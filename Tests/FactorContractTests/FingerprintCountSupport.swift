@@ -4,6 +4,7 @@ import Locking
 import PINFactor
 @testable import VaultCore
 import VaultFactor
+import VaultTestSupport
 import VaultStore
 
 /// What happened in one test, in order: "scan" (the reader was asked), "pin"

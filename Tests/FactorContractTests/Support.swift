@@ -67,36 +67,6 @@ final class ScriptedClient: ClientConversation, Sendable {
     }
 }
 
-/// A real store in a temp dir and a random device key, like vaultd's (see Tests/VaultCoreTests).
-struct VaultFixture {
-    let dir: String
-    let store: VaultStore
-    let deviceKey: SecureBytes
-    static let logger: Logger = {
-        var l = Logger(label: "factor-contract")
-        l.logLevel = .critical
-        return l
-    }()
-
-    init() throws {
-        dir = TempDir.make("vault")
-        store = try VaultStore(path: dir + "/vault.sqlite")
-        deviceKey = try SecureBytes.random(count: 32)
-    }
-
-    func vault(_ factors: [any UnlockFactor]) throws -> Vault {
-        try Vault(store: store, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Self.logger)
-    }
-
-    /// A second vault on the same files, as after a restart of vaultd.
-    func restarted(_ factors: [any UnlockFactor]) throws -> Vault {
-        let again = try VaultStore(path: dir + "/vault.sqlite")
-        return try Vault(store: again, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0), logger: Self.logger)
-    }
-
-    func cleanup() { TempDir.remove(dir) }
-}
-
 func importRequest(account: String = "kari", token: String = "T1") -> ImportRequest {
     ImportRequest(issuer: "https://login.example.org", clientID: "app", account: account, name: "Kari Nordmann",
                   refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)

@@ -6,6 +6,7 @@ import VaultProtocol
 import XCTest
 @testable import VaultCore
 @testable import VaultStore
+import VaultTestSupport
 
 /// The grant rule in the broker, with a conversation that answers the grant
 /// question from a script (the real dialog is tested with pinentry in
@@ -44,7 +45,7 @@ final class AppGrantUnitTests: XCTestCase {
     }
 
     func testTheImporterIsGrantedOthersAreAskedAndOnlyAllowIsRemembered() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let vault = try fx.vault([])
         let owner = App("org.example.Aktivitetslogg")
@@ -85,7 +86,7 @@ final class AppGrantUnitTests: XCTestCase {
     }
 
     func testAGrantRowCopiedToAnotherIdOrEditedGrantsNothing() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let vault = try fx.vault([])
         _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("org.example.A"))
@@ -105,7 +106,7 @@ final class AppGrantUnitTests: XCTestCase {
     }
 
     func testPerAppOffAndVaultdsOwnCallsAreNotChecked() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let vault = try fx.vault([], config: VaultConfig(idleTimeout: 0, perApp: false))
         _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("org.example.A"))
@@ -121,7 +122,7 @@ final class AppGrantUnitTests: XCTestCase {
     /// (vault-bench's refresh stampede did this and was refused). A sandboxed
     /// app still may not: it has no grant to show.
     func testPerAppOffLetsAnUnconfinedAppImportOverButNotASandboxedOne() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let vault = try fx.vault([], config: VaultConfig(idleTimeout: 0, perApp: false))
         _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("/usr/bin/a", kind: .executable))

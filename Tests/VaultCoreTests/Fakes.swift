@@ -226,45 +226,11 @@ final class FakePresenceFactor: UnlockFactor, Sendable {
     }
 }
 
-struct Fixture {
-    let dir: String
-    let store: VaultStore
-    let deviceKey: SecureBytes
-    static let logger: Logger = {
-        var l = Logger(label: "test")
-        l.logLevel = .critical
-        return l
-    }()
-
-    init() throws {
-        dir = NSTemporaryDirectory() + "vaultcore-\(UUID().uuidString)"
-        store = try VaultStore(path: dir + "/vault.sqlite")
-        deviceKey = try SecureBytes.random(count: 32)
-    }
-
-    func vault(_ factors: [any UnlockFactor], config: VaultConfig = VaultConfig(idleTimeout: 0),
-               providers: any IdentityProviderDirectory = NoIdentityProviders(),
-               clock: TestClock? = nil) throws -> Vault {
-        if let clock {
-            return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger,
-                             providers: providers, clock: clock.reading)
-        }
-        return try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: Fixture.logger, providers: providers)
-    }
-
-    /// A second vault on the same files, as after a restart.
-    func reopened(_ factors: [any UnlockFactor], providers: any IdentityProviderDirectory = NoIdentityProviders()) throws -> Vault {
-        let store2 = try VaultStore(path: dir + "/vault.sqlite")
-        return try Vault(store: store2, deviceKey: deviceKey, factors: factors, config: VaultConfig(idleTimeout: 0),
-                         logger: Fixture.logger, providers: providers)
-    }
-
+extension VaultFixture {
     /// SQLite refuses writes (SQLITE_READONLY) while on, as a full or read-only disk would.
     func refuseWrites(_ on: Bool) throws {
         try store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
     }
-
-    func cleanup() { try? FileManager.default.removeItem(atPath: dir) }
 }
 
 func importRequest(account: String, token: String) -> ImportRequest {

@@ -4,13 +4,14 @@ import PINFactor
 import VaultFactor
 import VaultProtocol
 import VaultStore
+import VaultTestSupport
 
 /// The buttons of a presence factor's dialog (the fingerprint's “Use PIN
 /// instead” / “Use BankID or Vipps” / Cancel) and where each leads, and what
 /// a failed provider choice says.
 final class FallbackButtonTests: XCTestCase {
-    var fx: Fixture!
-    override func setUpWithError() throws { fx = try Fixture() }
+    var fx: VaultFixture!
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 5, firstDelay: 30, maxDelay: 120))

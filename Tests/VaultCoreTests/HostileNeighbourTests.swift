@@ -6,17 +6,18 @@ import SodiumKit
 import VaultFactor
 import VaultProtocol
 import VaultStore
+import VaultTestSupport
 
 /// The broker's side of issue 21's boundaries, each played as an attacker
 /// would: a PIN changed by whoever finds the vault open, a public key swapped
 /// on disk, a v1 slot that must never be deleted, names that fake dialog text,
 /// a refused request that keeps the vault open.
 final class HostileNeighbourTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
     let thePIN = "482915"
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func failure(_ body: () async throws -> Void) async -> VaultFailure? {

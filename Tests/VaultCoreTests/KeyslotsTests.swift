@@ -2,13 +2,14 @@ import XCTest
 @testable import VaultCore
 import SodiumKit
 @testable import VaultStore
+import VaultTestSupport
 
 /// `Keyslots` on a real SQLite store: each change is one transaction, and the
 /// copy in memory is what the store holds, after a success and after a failure.
 final class KeyslotsTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func keyslots() throws -> Keyslots {

@@ -4,12 +4,13 @@ import PINFactor
 import VaultFactor
 import VaultProtocol
 import VaultStore
+import VaultTestSupport
 
 final class LoginTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 1, firstDelay: 30, maxDelay: 120))
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func failure(_ body: () async throws -> Void) async -> VaultFailure? {
@@ -404,7 +405,7 @@ final class OfferedFactor: UnlockFactor, Sendable {
 
 final class EnrollmentOfferTests: XCTestCase {
     func testOfferedAfterFirstLoginAndNotAgainOnceDeclined() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let bankid = FakeIdentityProvider()
         let vault = try fx.vault([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
@@ -429,8 +430,8 @@ final class EnrollmentOfferTests: XCTestCase {
 /// `prompt=login` and the provider's re-enrollment level; a weaker login gives
 /// the session but not the fingerprint back (docs/key-hierarchy.md).
 final class ReenrollmentTests: XCTestCase {
-    var fx: Fixture!
-    override func setUpWithError() throws { fx = try Fixture() }
+    var fx: VaultFixture!
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func testReenrollingAfterAChangeNeedsAStrongFreshLogin() async throws {

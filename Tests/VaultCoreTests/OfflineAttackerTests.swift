@@ -5,17 +5,18 @@ import VaultProtocol
 import VaultStore
 import XCTest
 @testable import VaultCore
+import VaultTestSupport
 
 /// The at-rest rule (docs/key-hierarchy.md), played by the offline attacker:
 /// a copy of the data directory and the device key (the `--keyring=file` case,
 /// a home backup with a cracked keyring password). With a PIN enrolled, every
 /// slot row tried with everything stored on disk opens no session.
 final class OfflineAttackerTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 5, firstDelay: 30, maxDelay: 120))
     let thePIN = "482915"
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     /// Copies the store's files (the WAL too) as a backup would, and plays the
@@ -166,10 +167,10 @@ final class OfflineAttackerTests: XCTestCase {
 /// No dead ends, no silent loss: every state the attacker tests leave has a way
 /// out for the owner, and nothing stored is dropped without a word.
 final class NoDeadEndTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     /// A store whose only wrap is gone: vaultd must not make a new vault key

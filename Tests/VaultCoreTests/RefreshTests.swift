@@ -5,13 +5,14 @@ import SodiumKit
 import VaultFactor
 import VaultProtocol
 @testable import VaultStore
+import VaultTestSupport
 
 /// What ends a session, and a rotated refresh token that the store refused.
 final class RefreshTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 1, firstDelay: 30, maxDelay: 120))
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func failure(_ body: () async throws -> Void) async -> VaultFailure? {
@@ -131,7 +132,7 @@ final class RefreshTests: XCTestCase {
         let slow = FakeIdentityProvider()
         slow.set { $0.accessTTL = 30 }
         slow.set { $0.refreshDelay = .seconds(5) }
-        let fx2 = try Fixture()
+        let fx2 = try VaultFixture()
         defer { fx2.cleanup() }
         let vault2 = try fx2.vault([pin], providers: FakeDirectory(providers: [slow]))
         _ = try await vault2.login(provider: "bankid", conversation: ScriptedClient())

@@ -12,7 +12,7 @@ final class ReleaseDecisionTests: XCTestCase {
     let app = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Mentor"))
 
     func testOnlyAFreshGrantedSessionInMemoryIsReleasedWithoutTheActor() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let (vault, clock, _) = try await importedByTheApp(fx)
 
@@ -53,7 +53,7 @@ final class ReleaseDecisionTests: XCTestCase {
     /// An access token past its end, with no provider to refresh it: the
     /// session has ended, which only the broker may record.
     func testAnExpiredSessionIsTheBrokersToEnd() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let (vault, clock, owner) = try await importedByTheApp(fx)
         clock.advance(4_102_444_800 - clock.reading())
@@ -71,7 +71,7 @@ final class ReleaseDecisionTests: XCTestCase {
     /// After a login the broker offers to set a factor up at the next
     /// interactive hand-over: that request must reach it.
     func testAPendingOfferSendsAnInteractiveRequestToTheBroker() async throws {
-        let fx = try Fixture()
+        let fx = try VaultFixture()
         defer { fx.cleanup() }
         let vault = try fx.vault([], config: VaultConfig(idleTimeout: 0, perApp: false))
         _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: SilentConversation())
@@ -81,7 +81,7 @@ final class ReleaseDecisionTests: XCTestCase {
     }
 
     /// A vault on `fx` with one session, "kari", imported by the app `app` names (and so granted to it).
-    func importedByTheApp(_ fx: Fixture) async throws -> (Vault, TestClock, AppGrantUnitTests.App) {
+    func importedByTheApp(_ fx: VaultFixture) async throws -> (Vault, TestClock, AppGrantUnitTests.App) {
         let clock = TestClock()
         let vault = try fx.vault([], clock: clock)
         let owner = AppGrantUnitTests.App("org.example.Mentor")

@@ -4,14 +4,15 @@ import XCTest
 import PINFactor
 import VaultFactor
 import VaultProtocol
+import VaultTestSupport
 
 /// What the vault publishes for `watch`: each state change once, in order, to
 /// every listener; nothing for a change that changed nothing.
 final class VaultEventsTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func testLockUnlockLogoutAndAnEndedSessionAreEachPublishedOnce() async throws {

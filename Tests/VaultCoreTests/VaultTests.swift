@@ -8,10 +8,10 @@ import VaultProtocol
 import VaultStore
 
 final class VaultTests: XCTestCase {
-    var fx: Fixture!
+    var fx: VaultFixture!
     let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 120))
 
-    override func setUpWithError() throws { fx = try Fixture() }
+    override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
     func code(_ body: () async throws -> Void) async -> ErrorCode? {
@@ -276,7 +276,7 @@ final class VaultTests: XCTestCase {
     func testWrongDeviceKeyIsRefused() async throws {
         _ = try fx.vault([pin])
         XCTAssertThrowsError(try Vault(store: fx.store, deviceKey: try SecureBytes.random(count: 32), factors: [pin],
-                                       config: VaultConfig(), logger: Fixture.logger)) {
+                                       config: VaultConfig(), logger: VaultFixture.logger)) {
             guard case .deviceKeyMismatch = $0 as? VaultStartupError else { return XCTFail("\($0)") }
         }
     }
