@@ -4,6 +4,7 @@ import VaultFactor
 import XCTest
 #if canImport(Glibc)
 import Glibc
+import VaultTestSupport
 #endif
 
 /// ExternalFactor's own promises: discovery refuses unsafe plugins without
@@ -244,7 +245,7 @@ final class ExternalFactorTests: XCTestCase {
     func testTheClockStopsWhileThePersonAnswers() async throws {
         // Budget 2 s, the person takes 3 s: the plugin isn't to blame for that.
         let factor = try await loadedPlugin([:], operation: .seconds(2))
-        let client = ScriptedClient([.secret("1234")], delay: .seconds(3))
+        let client = scripted([.secret("1234")], delay: .seconds(3))
         let proof = try await factor.verify(client, slot: EnrolledSlot(factor: "pytest", binding: [:]))
         XCTAssertEqual(proof.contribution?.unsafeCopyToArray(), Array("1234".utf8))
     }
@@ -266,7 +267,7 @@ final class ExternalFactorTests: XCTestCase {
 
     func testACrashIsUnavailableAndItsStderrGoesOnlyToTheLog() async throws {
         let factor = try await loadedPlugin(["unlock": "crash"])
-        let client = ScriptedClient([.secret("1234")])
+        let client = scripted([.secret("1234")])
         assertUnavailable(await verifyError(factor, client), saying: "stopped unexpectedly")
         let record = try XCTUnwrap(sandbox.log.last { $0.metadata["op"] == "unlock" })
         XCTAssertTrue(record.metadata["stderr"]?.contains("crashing on purpose") ?? false, "\(record)")
@@ -295,7 +296,7 @@ final class ExternalFactorTests: XCTestCase {
 
     func testAFloodOfMessagesIsCutOff() async throws {
         let factor = try await loadedPlugin(["unlock": "flood"])
-        let client = ScriptedClient([.secret("1234")])
+        let client = scripted([.secret("1234")])
         assertUnavailable(await verifyError(factor, client), saying: "does not understand")
         XCTAssertLessThan(client.shown.count, 1100, "at most 1 MiB of output is read")
         XCTAssertTrue(sandbox.log.contains { $0.metadata["problem"]?.contains("bytes of output") ?? false }, "\(sandbox.log)")
@@ -315,11 +316,11 @@ final class ExternalFactorTests: XCTestCase {
         XCTAssertEqual(found.refused, [])
         let desk = try XCTUnwrap(found.factors.first { $0.name == "deskcode" })
         XCTAssertEqual(desk.descriptor.contribution, .lowEntropySecret)
-        let enrolled = try await desk.enroll(ScriptedClient([.secret("correct horse"), .secret("correct horse")]))
-        let unlocked = try await desk.verify(ScriptedClient([.secret("correct horse")]), slot: EnrolledSlot(factor: "deskcode", binding: [:]))
+        let enrolled = try await desk.enroll(scripted([.secret("correct horse"), .secret("correct horse")]))
+        let unlocked = try await desk.verify(scripted([.secret("correct horse")]), slot: EnrolledSlot(factor: "deskcode", binding: [:]))
         XCTAssertEqual(enrolled.contribution?.unsafeCopyToArray(), unlocked.contribution?.unsafeCopyToArray())
         do {
-            _ = try await desk.enroll(ScriptedClient([.secret("abc")]))
+            _ = try await desk.enroll(scripted([.secret("abc")]))
             XCTFail("a short code must be rejected")
         } catch {
             guard case .rejected(let why) = error else { return XCTFail("\(error)") }
@@ -329,7 +330,7 @@ final class ExternalFactorTests: XCTestCase {
 
     func testAFloodOnStderrNeitherDeadlocksNorFloodsTheLog() async throws {
         let factor = try await loadedPlugin(["unlock": "noisy"])
-        let proof = try await factor.verify(ScriptedClient([.secret("1234")]), slot: EnrolledSlot(factor: "pytest", binding: [:]))
+        let proof = try await factor.verify(scripted([.secret("1234")]), slot: EnrolledSlot(factor: "pytest", binding: [:]))
         XCTAssertEqual(proof.contribution?.count, 4)
         let stderr = try XCTUnwrap(sandbox.log.last?.metadata["stderr"])
         XCTAssertLessThan(stderr.utf8.count, 6000, "truncated")
@@ -355,7 +356,7 @@ final class ExternalFactorTests: XCTestCase {
     func testAClientThatCannotAnswerEndsThePluginRun() async throws {
         let factor = try await loadedPlugin([:])
         let start = ContinuousClock.now
-        let error = await verifyError(factor, ScriptedClient(interactive: false))
+        let error = await verifyError(factor, scripted(interactive: false))
         XCTAssertEqual(error, .notInteractive)
         XCTAssertLessThan(since(start), 3)
     }
@@ -379,26 +380,26 @@ final class ExternalFactorTests: XCTestCase {
         for mode in ["normal", "crash", "garbage", "exit", "error:no_match"] {
             try sandbox.update(["mode": ["unlock": mode]])
             _ = await verifyError(factor)
-            _ = await verifyError(factor, ScriptedClient([.cancel]))
+            _ = await verifyError(factor, scripted([.cancel]))
         }
         XCTAssertEqual(try openPipes().subtracting(before), [], "every pipe is closed after each run")
     }
 
     func testBindingAndEnrollmentStateTravelBothWays() async throws {
         let factor = try await loadedPlugin([:], kind: "presence")
-        let enrolled = try await factor.enroll(ScriptedClient([.confirm(true)]))
+        let enrolled = try await factor.enroll(scripted([.confirm(true)]))
         XCTAssertEqual(enrolled.binding, ["serial": "pytest-0001"])
         XCTAssertEqual(enrolled.enrollmentState, Array("enrolled-1".utf8))
         XCTAssertNil(enrolled.contribution)
         // The plugin gets the slot's binding back in `start` and echoes it.
-        let proof = try await factor.verify(ScriptedClient([.secret("246810")]),
+        let proof = try await factor.verify(scripted([.secret("246810")]),
                                             slot: EnrolledSlot(factor: "pytest", binding: ["serial": "echo-me"], attempt: 2))
         XCTAssertEqual(proof.binding, ["serial": "echo-me"])
     }
 
     func testPromptsAndMessagesAreRelayedToThePerson() async throws {
         let factor = try await loadedPlugin([:], kind: "presence")
-        let client = ScriptedClient([.secret("1"), .secret("246810")])
+        let client = scripted([.secret("1"), .secret("246810")])
         _ = try await factor.verify(client, slot: EnrolledSlot(factor: "pytest", binding: [:]))
         XCTAssertEqual(client.prompts, ["Type the code shown on the test key:", "Type the code shown on the test key:"])
         XCTAssertEqual(client.shown, ["That code did not match."])
@@ -406,7 +407,7 @@ final class ExternalFactorTests: XCTestCase {
 }
 
 /// The error a plugin's unlock ends with, or nil on success.
-func verifyError(_ factor: ExternalFactor, _ client: ScriptedClient = ScriptedClient([.secret("1234")])) async -> FactorError? {
+func verifyError(_ factor: ExternalFactor, _ client: ScriptedClient = scripted([.secret("1234")])) async -> FactorError? {
     do {
         _ = try await factor.verify(client, slot: EnrolledSlot(factor: factor.descriptor.id, binding: [:]))
         return nil

@@ -28,7 +28,7 @@ struct FactorContract {
                 var factors: [any UnlockFactor] = [harness.factor]
                 if backupPIN { factors.append(PINFactor(throttle: contractThrottle)) }
                 vault = try fixture.vault(factors)
-                _ = try await vault.importSession(importRequest(), conversation: ScriptedClient())
+                _ = try await vault.importSession(importRequest(), conversation: scripted())
             } catch {
                 fixture.cleanup()   // the test's `defer` never runs when setting up fails
                 throw error
@@ -76,7 +76,7 @@ struct FactorContract {
         let session = try await s.vault.release(account: "kari", conversation: client)
         #expect(session.accessToken == "at-T1")
         #expect(!(s.vault.isLocked))
-        #expect(client.asked >= 1 || s.kind == .presenceOnly, "a secret factor asks for its secret")
+        #expect(client.prompts.count >= 1 || s.kind == .presenceOnly, "a secret factor asks for its secret")
 
         let restarted = try s.fixture.reopened([s.harness.factor])
         #expect(restarted.isLocked, "with a factor enrolled, a restarted vault starts locked")
@@ -136,7 +136,7 @@ struct FactorContract {
         let f = await failure { try await s.vault.unlock(factor: nil, conversation: client) }
         #expect(f?.code == .cancelled, "got \(String(describing: f))")
         #expect(s.vault.isLocked)
-        if kind.type.cancelsThroughConversation { #expect(client.asked == 1, "asked once, then the person cancelled") }
+        if kind.type.cancelsThroughConversation { #expect(client.prompts.count == 1, "asked once, then the person cancelled") }
         #expect(try s.slotIDs() == s.enrolledSlots)
         if s.kind == .lowEntropySecret { #expect(try s.failures() == 0, "a cancel is not a guess") }
         // And the factor still works afterwards.
@@ -160,7 +160,7 @@ struct FactorContract {
         defer { s.cleanup() }
         try await s.enroll()
         // A secret factor is asked for its current secret first (issue 21).
-        let person = s.kind == .lowEntropySecret ? s.harness.correctInput() : ScriptedClient()
+        let person = s.kind == .lowEntropySecret ? s.harness.correctInput() : scripted()
         let status = try await s.vault.disable(s.id, confirmed: true, conversation: person)
         #expect(status.state == .notEnrolled)
         #expect(try s.slotIDs() == ["device"])
@@ -179,7 +179,7 @@ struct FactorContract {
         let client = s.harness.correctInput()
         let f = await failure { try await s.vault.unlock(factor: nil, conversation: client) }
         #expect(f?.code == .factorUnavailable, "got \(String(describing: f))")
-        #expect(client.asked == 0, "an unavailable factor never prompts")
+        #expect(client.prompts.count == 0, "an unavailable factor never prompts")
         #expect(f.map { !$0.message.en.isEmpty && !$0.message.nb.isEmpty } == true, "a sentence in both languages")
         #expect(await s.state() == .unavailable)
         #expect(try s.slotIDs() == s.enrolledSlots, "unavailable is not a reason to drop the slot")
@@ -187,7 +187,7 @@ struct FactorContract {
         let enrolling = s.harness.enrollInput()
         let e = await failure { _ = try await s.vault.enroll(s.id, conversation: enrolling) }
         #expect(e?.code == .factorUnavailable)
-        #expect(enrolling.asked == 0)
+        #expect(enrolling.prompts.count == 0)
 
         try s.harness.setAvailable(true)
         try await s.vault.unlock(factor: nil, conversation: s.harness.correctInput())
@@ -198,11 +198,11 @@ struct FactorContract {
         let s = try await Setup(kind, backupPIN: true)
         defer { s.cleanup() }
         try await s.enroll()
-        _ = try await s.vault.enroll(.pin, conversation: ScriptedClient([.secret(PINHarness.pin), .secret(PINHarness.pin)]))
+        _ = try await s.vault.enroll(.pin, conversation: scripted([.secret(PINHarness.pin), .secret(PINHarness.pin)]))
         await s.vault.lock(reason: "test")
         try s.harness.setAvailable(false)
 
-        let client = ScriptedClient([.secret(PINHarness.pin)])
+        let client = scripted([.secret(PINHarness.pin)])
         try await s.vault.unlock(factor: nil, conversation: client)
         #expect(client.prompts == ["Enter your PIN:"], "only the PIN was asked: \(client.prompts)")
         #expect(!(s.vault.isLocked))

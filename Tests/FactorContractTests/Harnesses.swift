@@ -5,6 +5,7 @@ import PINFactor
 import Locking
 import Testing
 import VaultFactor
+import VaultTestSupport
 
 /// How to drive one factor through the contract in FactorContractTests.swift.
 ///
@@ -21,9 +22,9 @@ import VaultFactor
 ///         let reader: StubReader
 ///         let factor: any UnlockFactor
 ///         static func make(in directory: String) async throws -> Self { … }
-///         func enrollInput() -> ScriptedClient { reader.queue(.match); return ScriptedClient() }
-///         func correctInput() -> ScriptedClient { reader.queue(.match); return ScriptedClient() }
-///         func wrongInput() -> ScriptedClient { reader.queue(.noMatch, .noMatch, .noMatch); return ScriptedClient() }
+///         func enrollInput() -> ScriptedClient { reader.queue(.match); return scripted() }
+///         func correctInput() -> ScriptedClient { reader.queue(.match); return scripted() }
+///         func wrongInput() -> ScriptedClient { reader.queue(.noMatch, .noMatch, .noMatch); return scripted() }
 ///         func setAvailable(_ yes: Bool) throws { reader.connected = yes }
 ///         func changeEnrollment() throws { reader.reenroll(finger: 1) }
 ///     }
@@ -65,7 +66,7 @@ protocol FactorHarness: Sendable {
 
 extension FactorHarness {
     static var cancelsThroughConversation: Bool { true }
-    func cancellingInput() -> ScriptedClient { ScriptedClient([.cancel]) }
+    func cancellingInput() -> ScriptedClient { scripted([.cancel]) }
     func setAvailable(_ available: Bool) throws {
         if !available { Issue.record("\(Self.name) cannot be made unavailable") }
     }
@@ -106,9 +107,9 @@ struct PINHarness: FactorHarness {
     static let pin = "482915"
 
     static func make(in directory: String) async throws -> Self { Self() }
-    func enrollInput() -> ScriptedClient { ScriptedClient([.secret(Self.pin), .secret(Self.pin)]) }
-    func correctInput() -> ScriptedClient { ScriptedClient([.secret(Self.pin)]) }
-    func wrongInput() -> ScriptedClient { ScriptedClient(repeating: .secret("192837")) }
+    func enrollInput() -> ScriptedClient { scripted([.secret(Self.pin), .secret(Self.pin)]) }
+    func correctInput() -> ScriptedClient { scripted([.secret(Self.pin)]) }
+    func wrongInput() -> ScriptedClient { scripted(repeating: .secret("192837")) }
 }
 
 // MARK: - Fingerprint (built in) on the stub reader
@@ -131,7 +132,7 @@ struct FingerprintHarness: FactorHarness {
 
     func queue(_ scans: ScriptedScan...) -> ScriptedClient {
         for scan in scans { try? reader.enqueue(scan) }
-        return ScriptedClient()
+        return scripted()
     }
     func enrollInput() -> ScriptedClient { queue(ScriptedScan(.match, finger: "right-index")) }
     func correctInput() -> ScriptedClient { queue(ScriptedScan(.match, finger: "right-index")) }
@@ -189,9 +190,9 @@ struct FakePresenceHarness: FactorHarness {
     var factor: any UnlockFactor { touch }
 
     static func make(in directory: String) async throws -> Self { Self() }
-    func enrollInput() -> ScriptedClient { ScriptedClient([.confirm(true)]) }
-    func correctInput() -> ScriptedClient { ScriptedClient([.confirm(true)]) }
-    func wrongInput() -> ScriptedClient { ScriptedClient(repeating: .confirm(false)) }
+    func enrollInput() -> ScriptedClient { scripted([.confirm(true)]) }
+    func correctInput() -> ScriptedClient { scripted([.confirm(true)]) }
+    func wrongInput() -> ScriptedClient { scripted(repeating: .confirm(false)) }
     func setAvailable(_ available: Bool) throws { touch.available = available }
     func changeEnrollment() throws { touch.reenroll() }
 }
@@ -227,9 +228,9 @@ struct ExternalSecretHarness: ExternalHarness {
     let sandbox: PluginSandbox
     let plugin: ExternalFactor
 
-    func enrollInput() -> ScriptedClient { ScriptedClient([.secret("7391"), .secret("7391")]) }
-    func correctInput() -> ScriptedClient { ScriptedClient([.secret("7391")]) }
-    func wrongInput() -> ScriptedClient { ScriptedClient(repeating: .secret("1111")) }
+    func enrollInput() -> ScriptedClient { scripted([.secret("7391"), .secret("7391")]) }
+    func correctInput() -> ScriptedClient { scripted([.secret("7391")]) }
+    func wrongInput() -> ScriptedClient { scripted(repeating: .secret("1111")) }
 }
 
 struct ExternalPresenceHarness: ExternalHarness {
@@ -239,8 +240,8 @@ struct ExternalPresenceHarness: ExternalHarness {
     let sandbox: PluginSandbox
     let plugin: ExternalFactor
 
-    func enrollInput() -> ScriptedClient { ScriptedClient([.confirm(true)]) }
-    func correctInput() -> ScriptedClient { ScriptedClient([.secret("246810")]) }
-    func wrongInput() -> ScriptedClient { ScriptedClient(repeating: .secret("000000")) }
+    func enrollInput() -> ScriptedClient { scripted([.confirm(true)]) }
+    func correctInput() -> ScriptedClient { scripted([.secret("246810")]) }
+    func wrongInput() -> ScriptedClient { scripted(repeating: .secret("000000")) }
     func changeEnrollment() throws { try sandbox.update(["enrollment": "enrolled-2"]) }
 }

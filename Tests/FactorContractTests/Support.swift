@@ -10,61 +10,40 @@ import Glibc
 import VaultTestSupport
 #endif
 
-/// A client conversation that answers from a script and records what it was asked and shown.
-final class ScriptedClient: ClientConversation, Sendable {
-    enum Answer: Sendable, Equatable {
-        case secret(String)
-        case confirm(Bool)
-        /// The person cancels the prompt.
-        case cancel
-    }
+/// One answer of a script in the order the person gives them.
+enum Answer: Sendable, Equatable {
+    case secret(String)
+    case confirm(Bool)
+    /// The person cancels the prompt.
+    case cancel
+}
 
-    let language: Language
-    let isInteractive: Bool
-    let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/contract-test-app",
-                              app: AppIdentity(kind: .executable, name: "/usr/bin/contract-test-app"))
-    private let repeating: Answer?
-    private let delay: Duration?
-    private let state: Locked<(answers: [Answer], prompts: [String], shown: [String])>
-
-    /// `repeating` answers every prompt after the script runs out (else: cancel).
-    /// `delay` is how long the "person" takes to answer each prompt.
-    init(_ answers: [Answer] = [], repeating: Answer? = nil, interactive: Bool = true,
-         language: Language = .en, delay: Duration? = nil) {
-        self.isInteractive = interactive
-        self.language = language
-        self.repeating = repeating
-        self.delay = delay
-        state = Locked((answers, [], []))
-    }
-
-    /// The prompts asked (English text), in order.
-    var prompts: [String] { state.withLock { $0.prompts } }
-    var asked: Int { state.withLock { $0.prompts.count } }
-    var shown: [String] { state.withLock { $0.shown } }
-
-    func show(_ message: LocalizedText) async { state.withLock { $0.shown.append(message.en) } }
-
-    private func next(_ prompt: LocalizedText) async -> Answer {
-        let answer = state.withLock { s -> Answer in
-            s.prompts.append(prompt.en)
-            return s.answers.isEmpty ? (repeating ?? .cancel) : s.answers.removeFirst()
+/// A scripted person (VaultTestSupport's ScriptedClient) who gives `answers`
+/// to the questions as they come, then `repeating` to every later one (else
+/// Cancel); `delay` is how long each answer takes. A factor asks one kind of
+/// question, so the answers go to that kind's queue; Cancel goes to both.
+func scripted(_ answers: [Answer] = [], repeating: Answer? = nil, interactive: Bool = true,
+              language: Language = .en, delay: Duration? = nil) -> ScriptedClient {
+    var secrets: [String?] = []
+    var confirms: [Bool?] = []
+    for answer in answers {
+        switch answer {
+        case .secret(let s): secrets.append(s)
+        case .confirm(let yes): confirms.append(yes)
+        case .cancel:
+            secrets.append(nil)
+            confirms.append(nil)
         }
-        if let delay { try? await Task.sleep(for: delay) }
-        return answer
     }
-
-    func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
-        guard isInteractive else { throw .notInteractive }
-        guard case .secret(let s) = await next(prompt) else { throw .cancelled }
-        do { return try SecureBytes.utf8(s) } catch { throw .cancelled }
+    var thenSecret: String?
+    var thenConfirm: Bool?
+    switch repeating {
+    case .secret(let s)?: thenSecret = s
+    case .confirm(let yes)?: thenConfirm = yes
+    case .cancel?, nil: break
     }
-
-    func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
-        guard isInteractive else { throw .notInteractive }
-        guard case .confirm(let yes) = await next(prompt) else { throw .cancelled }
-        return yes
-    }
+    return ScriptedClient(secrets: secrets, confirms: confirms, interactive: interactive,
+                          thenSecret: thenSecret, thenConfirm: thenConfirm, language: language, delay: delay)
 }
 
 func importRequest(account: String = "kari", token: String = "T1") -> ImportRequest {
