@@ -101,25 +101,11 @@ final class SocketTakeBackTests: VaultdTestCase {
     /// With socket activation the path is systemd's; a swapped one is taken
     /// back all the same, with a socket of vaultd's own, and the log says so.
     func testASocketActivatedVaultdTakesItsPathBackToo() throws {
-        let activate = "/usr/bin/systemd-socket-activate"
-        guard FileManager.default.isExecutableFile(atPath: activate) else {
-            throw cannotRunHere("systemd-socket-activate is not installed (Debian's systemd package)")
-        }
-        let v = try makeVaultd()
-        try FileManager.default.createDirectory(atPath: v.runDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: activate)
-        p.arguments = ["-l", v.socketPath, "--", Binaries.vaultd] + v.arguments()
-        p.environment = v.environment()
-        let log = FileHandle(forWritingAtPath: v.logPath)
-        p.standardError = log
-        p.standardOutput = log
-        try p.run()
+        let (v, p) = try startSocketActivated()
         defer {
             if p.isRunning { p.terminate() }
             p.waitUntilExit()
         }
-        XCTAssertTrue(waitUntil(timeout: 10, interval: 0.05) { FileManager.default.fileExists(atPath: v.socketPath) })
         let first = try v.raw()
         defer { first.close() }
         XCTAssertTrue(try first.hello(timeout: 20).isOK)

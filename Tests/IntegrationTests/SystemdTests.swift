@@ -9,26 +9,11 @@ import Glibc
 /// Desktop integration: socket activation, readiness notification, no core dumps.
 final class SystemdTests: VaultdTestCase {
     func testSocketActivationWithSystemdSocketActivate() throws {
-        let activate = "/usr/bin/systemd-socket-activate"
-        guard FileManager.default.isExecutableFile(atPath: activate) else {
-            throw cannotRunHere("systemd-socket-activate is not installed (Debian's systemd package)")
-        }
-        let v = try makeVaultd()
-        try FileManager.default.createDirectory(atPath: v.runDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: activate)
-        // vaultd is started on the first connection, with the socket as fd 3.
-        p.arguments = ["-l", v.socketPath, "--", Binaries.vaultd] + v.arguments()
-        p.environment = v.environment()
-        let log = FileHandle(forWritingAtPath: v.logPath)
-        p.standardError = log
-        p.standardOutput = log
-        try p.run()
+        let (v, p) = try startSocketActivated()
         defer {
             if p.isRunning { p.terminate() }
             p.waitUntilExit()
         }
-        XCTAssertTrue(waitUntil(timeout: 10, interval: 0.05) { FileManager.default.fileExists(atPath: v.socketPath) })
         let c = try v.raw()
         defer { c.close() }
         let r = try c.hello(interactive: false, timeout: 20)

@@ -291,6 +291,29 @@ class VaultdTestCase: XCTestCase {
         return v
     }
 
+    /// A new fixture's vaultd behind systemd-socket-activate, as the user
+    /// unit starts it: listening on the fixture's socket path, vaultd started
+    /// on the first connection with the socket as fd 3. Waits for the path;
+    /// the caller stops the returned process.
+    func startSocketActivated() throws -> (VaultdProcess, Process) {
+        let activate = "/usr/bin/systemd-socket-activate"
+        guard FileManager.default.isExecutableFile(atPath: activate) else {
+            throw cannotRunHere("systemd-socket-activate is not installed (Debian's systemd package)")
+        }
+        let v = try makeVaultd()
+        try FileManager.default.createDirectory(atPath: v.runDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: activate)
+        p.arguments = ["-l", v.socketPath, "--", Binaries.vaultd] + v.arguments()
+        p.environment = v.environment()
+        let log = FileHandle(forWritingAtPath: v.logPath)
+        p.standardError = log
+        p.standardOutput = log
+        try p.run()
+        XCTAssertTrue(waitUntil(timeout: 10, interval: 0.05) { FileManager.default.fileExists(atPath: v.socketPath) })
+        return (v, p)
+    }
+
     override func tearDown() {
         for f in fixtures {
             if let run = testRun, run.totalFailureCount > 0 || run.unexpectedExceptionCount > 0 {
