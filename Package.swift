@@ -119,7 +119,7 @@ let package = Package(
         ], swiftSettings: strict),
 
         // A small blocking client for Swift programs (vaultctl, the benchmark).
-        .target(name: "VaultClient", dependencies: ["VaultProtocol", "VaultWire", "CVaultShims"], swiftSettings: strict),
+        .target(name: "VaultClient", dependencies: ["VaultProtocol", "VaultWire", "CVaultShims", "Locking"], swiftSettings: strict),
 
         // Norwegian national identity numbers: validation, kind, birth date, masking, keyed hash.
         .target(name: "NationalID", dependencies: ["SodiumKit"], swiftSettings: strict),

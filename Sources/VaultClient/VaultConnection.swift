@@ -1,4 +1,5 @@
 import CVaultShims
+import Locking
 // App authors depend on the VaultClient product alone; the wire types in its
 // API (JSON, Language, Prompt) come with it.
 @_exported import VaultProtocol
@@ -262,9 +263,9 @@ public struct WatchEvent: Sendable, Equatable {
     }
 }
 
-/// Hands the connection to a thread of its own, which alone uses it from
-/// then on. A pthread, not Foundation's Thread: VaultClient does without
-/// Foundation, so vaultctl never loads it.
+/// Hands the connection to a thread of its own (Locking's pthread, not
+/// Foundation's Thread: VaultClient does without Foundation, so vaultctl never
+/// loads it), which alone uses it from then on.
 private final class EventReader: @unchecked Sendable {
     let connection: VaultConnection
     let body: (VaultConnection) -> Void
@@ -275,19 +276,7 @@ private final class EventReader: @unchecked Sendable {
     }
 
     func start() {
-        var thread = pthread_t()
-        let me = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(&thread, nil, { raw in
-            guard let raw else { return nil }
-            let reader = Unmanaged<EventReader>.fromOpaque(raw).takeRetainedValue()
-            reader.body(reader.connection)
-            return nil
-        }, me)
-        if rc == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<EventReader>.fromOpaque(me).release()
-        }
+        runOnNewThread(named: "vault-events") { self.body(self.connection) }
     }
 }
 
