@@ -127,3 +127,31 @@ public struct SilentConversation: ClientConversation {
     public func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { throw .notInteractive }
     public func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
 }
+
+// The broker's own questions, asked the same way wherever they come up.
+extension ClientConversation {
+    /// Asks a yes/no question before something that cannot be undone. A client
+    /// that cannot be asked gets `unasked` (how to confirm without a dialog);
+    /// No or Cancel stops with `cancelled`.
+    func confirmOrStop(_ question: LocalizedText, unasked: LocalizedText,
+                       locked: VaultFailure) async throws(VaultFailure) {
+        let yes: Bool
+        do {
+            yes = try await confirm(question)
+        } catch {
+            if error == .notInteractive { throw .badRequest(unasked) }
+            throw error.failure(whenNotInteractive: locked)
+        }
+        guard yes else { throw VaultFailure(.cancelled) }
+    }
+
+    /// Asks the person which provider to log in with: one button each, and
+    /// Cancel (nil).
+    func chooseProvider(_ candidates: [any IdentityProvider], toContinue: Bool) async throws(FactorError) -> (any IdentityProvider)? {
+        var options = candidates.map { ChoiceOption(value: $0.id, label: Messages.useProvider($0.displayName)) }
+        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
+        let choice = try await choose(Messages.chooseLogin(candidates.map(\.displayName), toContinue: toContinue),
+                                                   options: options)
+        return candidates.first { $0.id == choice }
+    }
+}

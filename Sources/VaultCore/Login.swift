@@ -8,29 +8,6 @@ import VaultStore
 /// The first login with a provider creates that slot; a later login of the
 /// same identity unlocks the vault; another identity is refused.
 extension Vault {
-    static let loginSlotPrefix = "login:"
-
-    func loginSlotID(_ provider: String) -> String { Vault.loginSlotPrefix + provider }
-
-    /// The slot for logins that prove a national identity number: one per
-    /// person, whichever provider (BankID, Vipps, ID-porten) they use.
-    static let personSlotID = loginSlotPrefix + "person"
-
-    /// Which slot a login opens, and what it proves: the person (a device-keyed
-    /// hash of the national ID, never the number) or the provider's (issuer,
-    /// stable subject).
-    func loginSlot(for login: VerifiedLogin) throws(VaultFailure) -> (id: String, proof: FactorProof) {
-        if let nin = login.nationalID {
-            do {
-                let person = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/person/v1"), .secret(nin)])
-                return (Vault.personSlotID, FactorProof(binding: ["person": Digest.hex(person.unsafeCopyToArray())]))
-            } catch {
-                throw .internal()
-            }
-        }
-        return (loginSlotID(login.provider), FactorProof(binding: ["issuer": login.issuer, "subject": login.subject]))
-    }
-
     public struct ProviderStatus: Sendable {
         public var id: String
         public var name: String
@@ -43,7 +20,7 @@ extension Vault {
     }
 
     func canUnlock(_ provider: any IdentityProvider) -> Bool {
-        keyslots[loginSlotID(provider.id)] != nil || (provider.provesNationalID && keyslots[Vault.personSlotID] != nil)
+        keyslots[LoginIdentity.slotID(provider: provider.id)] != nil || (provider.provesNationalID && keyslots[LoginIdentity.personSlotID] != nil)
     }
 
     /// Logs in with provider `id`, or, with none named, the one the person
@@ -55,7 +32,7 @@ extension Vault {
             guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
             let chosen: (any IdentityProvider)?
             do {
-                chosen = try await chooseProvider(providers.loginProviders, conversation, toContinue: false)
+                chosen = try await conversation.chooseProvider(providers.loginProviders, toContinue: false)
             } catch {
                 throw failure(from: error)
             }
@@ -63,22 +40,17 @@ extension Vault {
             return try await login(provider: chosen.id, conversation: conversation)
         }
         guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
-            let known = providers.loginProviders.map(\.id).joined(separator: ", ")
-            throw .badRequest(LocalizedText(
-                en: "There is no login provider called “\(id)”. Choose one of: \(known.isEmpty ? "(none configured)" : known).",
-                nb: "Det finnes ingen innloggingstjeneste som heter «\(id)». Velg en av: \(known.isEmpty ? "(ingen satt opp)" : known)."))
+            throw .badRequest(Messages.unknownProvider(id, known: providers.loginProviders.map(\.id)))
         }
         guard conversation.isInteractive else {
-            throw .badRequest(LocalizedText(
-                en: "Logging in needs the person: use an interactive client (for example “vaultctl login \(id)”).",
-                nb: "Innlogging krever personen: bruk en interaktiv klient (for eksempel «vaultctl login \(id)»)."))
+            throw .badRequest(Messages.loginNeedsPerson(id))
         }
         let login = try await runLogin(provider, conversation)
         let released = try await adopt(login, from: provider, conversation: conversation)
         // Served: only now does the idle timer start again. The app is handed
         // a session: audited as every release is.
         served(released, requester: conversation.requester)
-        await offerEnrollmentAfterLogin(conversation)
+        await offerPendingReenrollment(conversation)
         return released
     }
 
@@ -116,12 +88,9 @@ extension Vault {
             throw error
         }
         // A subject that *is* the national ID (ID-porten's `pid`) is kept only as a keyed hash.
-        if let nin = login.nationalID, Sodium.constantTimeEqual(Array(login.subject.utf8), nin.unsafeCopyToArray()) {
-            let hashed = (try? KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/subject/v1"), .secret(nin)]))
-                .map { Digest.hex($0.unsafeCopyToArray()) }
-            login.subject = hashed ?? ""
-        }
-        let (recordID, proof) = try loginSlot(for: login)
+        login.subject = LoginIdentity.storedSubject(of: login, deviceKey: deviceKey)
+        let identity = try LoginIdentity(login, deviceKey: deviceKey)
+        let (recordID, proof) = (identity.slotID, identity.proof)
         let verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
                                          hasSecretFactor: policy.hasSecretFactor)
         switch verdict {
@@ -129,9 +98,7 @@ extension Vault {
             break
         case .otherIdentity:
             audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
-            throw VaultFailure(.loginFailed, message: LocalizedText(
-                en: "You logged in with \(login.providerName) as someone other than the person this vault belongs to. Log in with your own \(login.providerName), or use your fingerprint or PIN.",
-                nb: "Du logget inn med \(login.providerName) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(login.providerName), eller bruk fingeravtrykk eller PIN-kode."))
+            throw VaultFailure(.loginFailed, message: Messages.loginOfAnotherPerson(login.providerName))
         case .damaged(let refused):
             audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
             if refused { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
@@ -148,7 +115,7 @@ extension Vault {
             openHard(vk)
             audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
         } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
-            softBoxes = Vault.softBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
+            softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
         if verdict.recordsIdentity(vaultOpen: vaultKey != nil) {
             let row: KeyslotRow
@@ -163,14 +130,7 @@ extension Vault {
         }
         if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { strongLoginAt = now() }
         let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
-        var claims = login.claims
-        claims["name"] = .string(login.name)
-        // The member record is authoritative for organization and roles.
-        for (k, v) in memberClaims { claims[k] = v }
-        let meta = SessionMeta(account: login.provider, provider: login.provider, issuer: login.issuer, clientID: login.clientID,
-                               subject: login.subject, name: login.name, claims: claims,
-                               accessExpiresAt: login.tokens.accessExpiresAt, refreshExpiresAt: login.tokens.refreshExpiresAt,
-                               hasRefreshToken: login.tokens.refreshToken != nil, createdAt: Int64(now()))
+        let meta = SessionMeta(login, memberClaims: memberClaims, createdAt: Int64(now()))
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
                                    idToken: login.tokens.idToken)
         try sessions.persist(id: id, meta: meta, secret: secret,
@@ -225,7 +185,7 @@ extension Vault {
         guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
         let provider: any IdentityProvider
         do {
-            guard let chosen = try await chooseProvider(candidates, conversation, toContinue: true) else {
+            guard let chosen = try await conversation.chooseProvider(candidates, toContinue: true) else {
                 return .failure(VaultFailure(.cancelled))
             }
             provider = chosen
@@ -242,24 +202,9 @@ extension Vault {
         }
     }
 
-    /// Asks the person which provider to log in with: one button each, and
-    /// Cancel (nil).
-    func chooseProvider(_ candidates: [any IdentityProvider], _ conversation: any ClientConversation,
-                        toContinue: Bool) async throws(FactorError) -> (any IdentityProvider)? {
-        var options = candidates.map { ChoiceOption(value: $0.id, label: Messages.useProvider($0.displayName)) }
-        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
-        let choice = try await conversation.choose(Messages.chooseLogin(candidates.map(\.displayName), toContinue: toContinue),
-                                                   options: options)
-        return candidates.first { $0.id == choice }
-    }
-
     /// After a first login, or a fallback login caused by a fingerprint that
     /// failed or changed: offer (once per vaultd run) to set up the factors
     /// that want offering, before the session is handed over.
-    func offerEnrollmentAfterLogin(_ conversation: any ClientConversation) async {
-        await offerPendingReenrollment(conversation)
-    }
-
     func offerPendingReenrollment(_ conversation: any ClientConversation) async {
         guard enrollmentOfferPending, conversation.isInteractive, vaultKey != nil else { return }
         enrollmentOfferPending = false
@@ -274,10 +219,7 @@ extension Vault {
                 await conversation.show(Messages.reenrollNeedsStrongLogin)
                 continue
             }
-            let name = factor.descriptor.displayName
-            let explanation = factor.descriptor.offerText ?? LocalizedText(
-                en: "Turn on \(name.en)? Next time you can open your apps with it instead of logging in.",
-                nb: "Slå på \(name.nb)? Neste gang kan du åpne appene dine med den i stedet for å logge inn.")
+            let explanation = factor.descriptor.offerText ?? Messages.turnOnOffer(factor.descriptor.displayName)
             let yes = (try? await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)) ?? false
             guard yes else {
                 declinedOffers.insert(id)

@@ -180,7 +180,7 @@ extension Vault {
         let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable, app: peer.app,
                                   unidentified: peer.unidentified)
         let audit = self.audit
-        let detail = Vault.appDetail(peer.app, account: released.meta.account)
+        let detail = AppIdentity.auditDetail(peer.app, account: released.meta.account)
         Task.detached(priority: .utility) {
             audit.record("release", outcome: "ok", detail: detail, requester: requester)
         }

@@ -57,13 +57,13 @@ final class SessionTable: Sendable {
         func mayView(_ account: String, _ requester: Requester) -> Bool {
             // Not even `per_app = false` shows an unidentified peer anything.
             if requester.trust == .unidentified { return false }
-            guard let uses, let app = Vault.sandboxedApp(requester) else { return true }
+            guard let uses, let app = requester.sandboxedApp else { return true }
             return uses[GrantAccess.key(app, account)] != nil
         }
 
         /// Whether the accounts `requester` sees are only some of them.
         func seesSome(_ requester: Requester) -> Bool {
-            requester.trust == .unidentified || (uses != nil && Vault.sandboxedApp(requester) != nil)
+            requester.trust == .unidentified || (uses != nil && requester.sandboxedApp != nil)
         }
 
         /// `requester`'s grant for `account`, as a release needs it.
@@ -191,6 +191,26 @@ final class SessionTable: Sendable {
                                         grant: s.grants.grant(requester, account: entry.meta.account)))
         }
         return try result.get()
+    }
+
+    /// The sessions a logout removes, read under one lock: `account`'s, or with
+    /// `all` every one `requester` may see (a sandboxed app's "all" is all of
+    /// its own). `everything`: that is every session there is.
+    func logoutTargets(account: String?, all: Bool,
+                       requester: Requester) throws(VaultFailure) -> (targets: [(String, Entry)], everything: Bool) {
+        let (entries, access, index) = state.withLock { ($0.entries, $0.grants, $0.accountIndex) }
+        if all {
+            let visible = entries.filter { access.mayView($0.value.meta.account, requester) }
+            return (visible.map { ($0.key, $0.value) }, visible.count == entries.count)
+        }
+        guard let account else {
+            throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
+                                            nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
+        }
+        guard let id = index[account], let entry = entries[id], access.mayView(account, requester) else {
+            throw VaultFailure(.noSession)
+        }
+        return ([(id, entry)], false)
     }
 
     func put(_ id: String, _ entry: Entry) {

@@ -76,7 +76,7 @@ struct Sessions {
 
     /// The record key of a session that waited for VK, read with VK.
     func recordKey(of entry: SessionTable.Entry, vaultKey vk: SecureBytes) -> SecureBytes? {
-        guard entry.row.sealedSecret.count > SessionSealing.wrappedRecordKeySize, let pair = try? Vault.keyPair(vk) else { return nil }
+        guard entry.row.sealedSecret.count > SessionSealing.wrappedRecordKeySize, let pair = try? VaultKeyPair.derive(vk) else { return nil }
         return try? PublicKeyBox.open(Array(entry.row.sealedSecret.prefix(SessionSealing.wrappedRecordKeySize)),
                                       publicKey: pair.publicKey, secretKey: pair.secretKey)
     }

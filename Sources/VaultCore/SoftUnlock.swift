@@ -53,3 +53,17 @@ struct SoftUnlock {
         maxSeconds > 0 && now - since >= maxSeconds
     }
 }
+
+extension SoftUnlock {
+    /// A soft box for every presence factor whose record is intact.
+    static func boxes(for factors: [FactorID: any UnlockFactor], keyslots: Keyslots, vaultKey: SecureBytes,
+                      since: Double) -> [FactorID: SoftUnlock] {
+        var boxes: [FactorID: SoftUnlock] = [:]
+        for (id, factor) in factors where factor.descriptor.contribution == .presenceOnly {
+            guard case .intact(let binding) = keyslots.check(id.rawValue),
+                  let digest = Keyslot.digest(in: binding) else { continue }
+            boxes[id] = try? SoftUnlock(vaultKey: vaultKey, factor: id, digest: digest, since: since)
+        }
+        return boxes
+    }
+}

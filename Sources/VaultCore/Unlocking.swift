@@ -167,7 +167,7 @@ extension Vault {
                 // Too many failed scans is the fingerprint fallback: after it the
                 // PIN or a login is needed once before it reopens the vault (as on phones).
                 if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
-                audit.record("unlock", factor: d.id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
+                audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
                 return .next(failure(from: error))
             }
             keepFailedScans(tally, countedAgainst: box, of: d.id)
@@ -212,35 +212,41 @@ extension Vault {
         }
     }
 
-    /// A presence factor said the person is there: its proof opens the soft box
-    /// when the enrollment is the one on record. A record whose MAC fails was
-    /// edited or is of another version: kept, not used, and said so. A good
-    /// record with another digest is an enrollment change: the record and the
-    /// soft box go, and the person goes to BankID/Vipps. Never a key slot is
-    /// deleted here: the vault key's own slot is the device or PIN wrap.
+    /// A presence factor said the person is there: `PresenceCheck` says what
+    /// its proof opens, and this applies it (audit, the record dropped after
+    /// an enrollment change, a v1 slot migrated).
     func presenceOutcome(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
                          _ conversation: any ClientConversation) -> Attempt {
         let d = factor.descriptor
-        if record.version == Keyslot.legacyVersion {
-            return migrateLegacyPresence(factor, record: record, proof: proof, conversation)
-        }
-        let check = Keyslot.check(record, deviceKey: deviceKey)
-        guard case .intact(let binding) = check, let digest = Keyslot.digest(in: binding) else {
-            let newer = check == .newerVersion
-            audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: conversation.requester)
+        let requester = conversation.requester
+        switch PresenceCheck(d.id, record: record, proof: proof, deviceKey: deviceKey, now: Int64(now()), softBox: { liveSoftBox(d.id) }) {
+        case .opened(let vk):
+            // A match is the person: the failed scans before it are forgiven (model/unlock.pml, scan: fp_fails = 0).
+            softBoxes[d.id]?.failedScans = 0
+            return .opened(vk)
+        case .recordUnusable(let newer):
+            audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: requester)
             return .next(VaultFailure(.factorUnavailable, message: newer ? Messages.factorRecordNewer(d.displayName)
                                                                          : Messages.factorRecordDamaged(d.displayName)))
-        }
-        guard Sodium.constantTimeEqual(digest, proof.enrollmentState) else {
+        case .enrollmentChanged:
             enrollmentChanged(d, conversation)
-            return .next(enrollmentChangedFailure(d))
-        }
-        guard let vk = liveSoftBox(d.id)?.open(factor: d.id, digest: proof.enrollmentState) else {
+            return .next(.enrollmentChanged(d))
+        case .needsHardUnlock:
             return .next(softUnlockNeedsPIN(d.id))
+        case .legacyOpened(let vk, let migration):
+            do {
+                guard let migration else { throw SodiumError.malformed("could not build the v2 keyslots") }
+                try keyslots.replace(put: migration, delete: [])
+            } catch {
+                logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
+            }
+            return .opened(vk)
+        case .legacyUnopened:
+            // Kept, unused: see PresenceCheck.legacyUnopened.
+            softBoxes[d.id] = nil
+            audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "legacy_slot_kept", requester: requester)
+            return .next(.enrollmentChanged(d))
         }
-        // A match is the person: the failed scans before it are forgiven (model/unlock.pml, scan: fp_fails = 0).
-        softBoxes[d.id]?.failedScans = 0
-        return .opened(vk)
     }
 
     /// Writes a presence factor's failed scans back into the soft box they were
@@ -260,77 +266,16 @@ extension Vault {
         audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "record_removed", requester: conversation.requester)
     }
 
-    func enrollmentChangedFailure(_ d: FactorDescriptor) -> VaultFailure {
-        if d.id == .fingerprint { return VaultFailure(.enrollmentChanged) }
-        let name = d.displayName
-        return VaultFailure(.enrollmentChanged, message: LocalizedText(
-            en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",
-            nb: "\(name.nb) på denne datamaskinen er endret og ble derfor slått av. Bruk en annen måte inn, og sett opp \(name.nb) igjen."))
-    }
-
-    /// A v1 slot (fingerprint-only vault, no other way in): it still wraps VK
-    /// under DK and the digest. Its first match moves the vault to v2: a device
-    /// wrap and a record, in one transaction.
-    func migrateLegacyPresence(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
-                               _ conversation: any ClientConversation) -> Attempt {
-        let d = factor.descriptor
-        guard let vk = try? Keyslot.openLegacy(record, deviceKey: deviceKey, enrollmentState: proof.enrollmentState) else {
-            // A v1 slot is the only wrap of the vault key: deleting it would
-            // lose every session for good. It is kept, unused, so that the
-            // enrollment put back (or `vaultctl reset`, asked) still decides.
-            softBoxes[d.id] = nil
-            audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "legacy_slot_kept", requester: conversation.requester)
-            return .next(enrollmentChangedFailure(d))
-        }
-        do {
-            let t = Int64(now())
-            let rows = [try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: t),
-                        try Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: t)]
-            try keyslots.replace(put: rows, delete: [])
-        } catch {
-            logger.error("could not migrate a v1 keyslot; it is kept", metadata: ["error": "\(error)"])
-        }
-        return .opened(vk)
-    }
-
     func softUnlockNeedsPIN(_ id: FactorID) -> VaultFailure {
         policy.softUnlockNeedsPIN(factors[id]?.descriptor.displayName ?? LocalizedText(en: id.rawValue, nb: id.rawValue))
     }
 
-    func failure(from error: FactorError) -> VaultFailure {
-        switch error {
-        case .cancelled: return VaultFailure(.cancelled)
-        case .noMatch: return .noMatch(attemptsLeft: 0)
-        case .tooManyAttempts:
-            return VaultFailure(.noMatch, message: LocalizedText(
-                en: "That did not match several times. Use your PIN, or log in with BankID or Vipps.",
-                nb: "Det stemte ikke flere ganger. Bruk PIN-koden, eller logg inn med BankID eller Vipps."),
-                extra: ["attempts_left": 0])
-        case .unavailable(let reason): return VaultFailure(.factorUnavailable, message: reason)
-        case .rejected(let reason): return VaultFailure(.badRequest, message: reason)
-        case .notInteractive: return policy.lockedFailure()
-        case .timeout:
-            return VaultFailure(.timeout, message: LocalizedText(
-                en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen."))
-        }
-    }
-
-    func outcomeName(_ error: FactorError) -> String {
-        switch error {
-        case .cancelled: return "cancelled"
-        case .noMatch: return "no_match"
-        case .tooManyAttempts: return "too_many_attempts"
-        case .unavailable: return "unavailable"
-        case .rejected: return "rejected"
-        case .notInteractive: return "not_interactive"
-        case .timeout: return "timeout"
-        }
-    }
+    /// What a factor's error means to the request (a client that cannot be asked: what the policy says).
+    func failure(from error: FactorError) -> VaultFailure { error.failure(whenNotInteractive: policy.lockedFailure()) }
 
     func unknownFactor(_ id: FactorID) -> VaultFailure {
         let known = order.map(\.rawValue).joined(separator: ", ")
-        return .badRequest(LocalizedText(en: "There is no unlock method called “\(id.rawValue)”. Choose one of: \(known).",
-                                         nb: "Det finnes ingen opplåsingsmåte som heter «\(id.rawValue)». Velg en av: \(known)."))
+        return .badRequest(Messages.unknownFactor(id.rawValue, known: known))
     }
 
     // MARK: - Enroll, disable
@@ -355,7 +300,7 @@ extension Vault {
         do {
             proof = try await factor.enroll(conversation)
         } catch {
-            audit.record("enroll", factor: id.rawValue, outcome: outcomeName(error), requester: conversation.requester)
+            audit.record("enroll", factor: id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
             throw failure(from: error)
         }
         guard let vk = vaultKey else { throw policy.lockedFailure() }
@@ -381,7 +326,7 @@ extension Vault {
         }
         audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         touch()
-        await conversation.show(LocalizedText(en: "\(d.displayName.en) is set up.", nb: "\(d.displayName.nb) er satt opp."))
+        await conversation.show(Messages.factorSetUp(d.displayName))
         return await status(of: factor)
     }
 
@@ -398,21 +343,8 @@ extension Vault {
         try await ensureUnlocked(conversation, preferred: nil)
         try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
         if !confirmed {
-            let name = factor.descriptor.displayName
-            let yes: Bool
-            do {
-                yes = try await conversation.confirm(LocalizedText(
-                    en: "Turn off \(name.en) unlock? You can set it up again later.",
-                    nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere."))
-            } catch {
-                if error == .notInteractive {
-                    throw .badRequest(LocalizedText(
-                        en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
-                        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient."))
-                }
-                throw failure(from: error)
-            }
-            guard yes else { throw VaultFailure(.cancelled) }
+            try await conversation.confirmOrStop(Messages.turnOffQuestion(factor.descriptor.displayName),
+                                                 unasked: Messages.turnOffNeedsConfirmation, locked: policy.lockedFailure())
         }
         guard let vk = vaultKey else { throw policy.lockedFailure() }
         var put: [KeyslotRow] = []

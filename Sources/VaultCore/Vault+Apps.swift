@@ -7,16 +7,6 @@ import VaultProtocol
 /// granted it; another app is asked about in vaultd's own dialog, never in a
 /// prompt relayed to the asking app (which could answer it itself).
 extension Vault {
-    /// The audit detail naming an app.
-    public nonisolated static func appDetail(_ app: AppIdentity?, account: String) -> [String: JSON] {
-        var d: [String: JSON] = ["account": .string(account)]
-        if let app {
-            d["app_kind"] = .string(app.kind.rawValue)
-            d["app"] = .string(app.name)
-        }
-        return d
-    }
-
     /// Grants the app behind `requester` the account it just logged in to or imported.
     func grantOnCreate(_ account: String, requester: Requester, reason: String) {
         // An unidentified peer is granted nothing: it could be anyone.
@@ -25,7 +15,7 @@ extension Vault {
             grants.used(app, account: account, now: Int64(now()))
             return
         }
-        var detail = Vault.appDetail(app, account: account)
+        var detail = AppIdentity.auditDetail(app, account: account)
         detail["reason"] = .string(reason)
         let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
         do {
@@ -40,27 +30,25 @@ extension Vault {
     /// Throws `app_not_allowed` unless the asking app may use `account`,
     /// asking the person when a trusted dialog can.
     func checkGrant(account: String, meta: SessionMeta, conversation: any ClientConversation) async throws(VaultFailure) {
-        guard config.perApp else { return }
         let requester = conversation.requester
-        // vaultd's own calls (tests, the broker itself) have no peer.
-        guard requester.trust != .vaultd else { return }
-        if requester.trust == .unidentified {
-            audit.record("grant", outcome: "unidentified_app", detail: Vault.appDetail(nil, account: account), requester: requester)
-            throw VaultFailure(.appNotAllowed, message: Messages.unidentifiedApp)
-        }
-        guard let app = requester.app else {
-            audit.record("grant", outcome: "unknown_app", detail: Vault.appDetail(nil, account: account), requester: requester)
-            throw VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(nil))
-        }
-        if grants.allows(app, account: account) {
-            grants.used(app, account: account, now: Int64(now()))
+        let app: AppIdentity
+        switch GrantCheck(perApp: config.perApp, requester: requester, isGranted: { grants.allows($0, account: account) }) {
+        case .unchecked:
             return
+        case .granted(let granted):
+            grants.used(granted, account: account, now: Int64(now()))
+            return
+        case .refused(let outcome, let message):
+            audit.record("grant", outcome: outcome, detail: AppIdentity.auditDetail(nil, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: message)
+        case .ask(let asking):
+            app = asking
         }
         let question = GrantQuestion(app: app, account: account,
-                                     provider: Vault.providerName(meta, providers.provider(for: meta)),
+                                     provider: meta.providerName(providers.provider(for: meta)),
                                      allowed: grants.apps(for: account).map(\.shortName))
         let refused = VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
-        let detail = Vault.appDetail(app, account: account)
+        let detail = AppIdentity.auditDetail(app, account: account)
         let answer: GrantAnswer
         do {
             answer = try await conversation.askGrant(question)
@@ -94,33 +82,10 @@ extension Vault {
     /// Whether grants are checked (`per_app`).
     public var perApp: Bool { config.perApp }
 
-    /// The name a person knows the session's provider by: the well-known
-    /// ones' (an imported session's provider is named after its issuer), else
-    /// the configured provider's, else its id.
-    nonisolated static func providerName(_ meta: SessionMeta, _ provider: (any IdentityProvider)?) -> String {
-        if let known = ["bankid": "BankID", "vipps": "Vipps", "idporten": "ID-porten"][meta.provider] { return known }
-        return provider?.displayName ?? meta.provider
-    }
-
     /// The grants `requester` may see, for `vaultctl apps`: every grant, but
     /// a sandboxed app (Flatpak, Snap) sees only its own, and can take back only its own.
     public func appGrants(visibleTo requester: Requester? = nil) -> [AppGrant] {
-        grants.all.filter { Vault.mayManage($0, requester) }
-    }
-
-    nonisolated static func mayManage(_ grant: AppGrant, _ requester: Requester?) -> Bool {
-        if requester?.trust == .unidentified { return false }
-        guard let app = sandboxedApp(requester) else { return true }
-        return grant.app == app
-    }
-
-    /// The app behind `requester` when a sandbox vouches for it (Flatpak,
-    /// Snap): such an app sees, logs out and manages only what it is granted.
-    /// Unsandboxed callers see everything, since they could run vaultctl
-    /// anyway (docs/threat-model.md, "Apps and their grants").
-    nonisolated static func sandboxedApp(_ requester: Requester?) -> AppIdentity? {
-        guard let app = requester?.app, app.kind == .flatpak || app.kind == .snap else { return nil }
-        return app
+        grants.all.filter { $0.isManageable(by: requester) }
     }
 
     /// Whether `requester` may see `account` (`SessionTable.GrantAccess`, the
@@ -133,7 +98,7 @@ extension Vault {
     /// returns the grants removed.
     public func revokeApp(_ name: String, requester: Requester) throws(VaultFailure) -> [AppGrant] {
         let matches: (AppGrant) -> Bool = {
-            ($0.app.name == name || $0.app.key == name || $0.app.shortName == name) && Vault.mayManage($0, requester)
+            ($0.app.name == name || $0.app.key == name || $0.app.shortName == name) && $0.isManageable(by: requester)
         }
         let doomed = grants.all.filter(matches)
         guard let first = doomed.first else { throw .badRequest(Messages.noSuchApp(String(name.prefix(256)))) }
@@ -151,11 +116,7 @@ extension Vault {
     /// app, when grants are not checked).
     func publishAudience() {
         audienceGeneration = grants.generation
-        events.setAudience(Vault.audience(grants, perApp: config.perApp))
-    }
-
-    nonisolated static func audience(_ grants: AppGrants, perApp: Bool) -> [String: Set<String>]? {
-        perApp ? grants.audience : nil
+        events.setAudience(grants.audience(perApp: config.perApp))
     }
 
     /// The person allows `app` to use `account` from outside the apps
@@ -166,7 +127,7 @@ extension Vault {
         guard let app = AppIdentity(named: named) else { throw .badRequest(Messages.appNeedsKind(String(named.prefix(256)))) }
         guard table.id(forAccount: account) != nil else { throw VaultFailure(.noSession) }
         guard !grants.allows(app, account: account) else { return app }
-        var detail = Vault.appDetail(app, account: account)
+        var detail = AppIdentity.auditDetail(app, account: account)
         detail["reason"] = "vaultctl"
         let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
         try grants.grant(app, account: account, now: Int64(now()), auditing: entry)

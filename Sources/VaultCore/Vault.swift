@@ -5,59 +5,6 @@ import VaultFactor
 import VaultProtocol
 import VaultStore
 
-/// A factor's state as `status` and `factors` show it.
-public struct FactorStatus: Sendable, Equatable {
-    public enum State: String, Sendable {
-        case enabled
-        case notEnrolled = "not_enrolled"
-        case unavailable
-        case lockedOut = "locked_out"
-    }
-    public var factor: FactorID
-    public var state: State
-    public var label: LocalizedText
-    public var retryAfter: Int?
-}
-
-/// A session as handed to an app: access token and claims, never the refresh token.
-public struct ReleasedSession: Sendable {
-    public var accessToken: String
-    public var expiresAt: Int64?
-    public var meta: SessionMeta
-
-    public init(accessToken: String, expiresAt: Int64?, meta: SessionMeta) {
-        self.accessToken = accessToken
-        self.expiresAt = expiresAt
-        self.meta = meta
-    }
-}
-
-/// An existing session brought in from elsewhere (as oidc-agent's `--rt`).
-public struct ImportRequest: Sendable {
-    public var issuer: String
-    public var clientID: String
-    public var account: String?
-    public var provider: String?
-    public var name: String?
-    public var subject: String?
-    public var refreshToken: String?
-    public var accessToken: String?
-    public var accessExpiresAt: Int64?
-
-    public init(issuer: String, clientID: String, account: String? = nil, provider: String? = nil, name: String? = nil,
-                subject: String? = nil, refreshToken: String?, accessToken: String?, accessExpiresAt: Int64?) {
-        self.issuer = issuer
-        self.clientID = clientID
-        self.account = account
-        self.provider = provider
-        self.name = name
-        self.subject = subject
-        self.refreshToken = refreshToken
-        self.accessToken = accessToken
-        self.accessExpiresAt = accessExpiresAt
-    }
-}
-
 /// The broker. Owns the lock state (the vault key, only in secure memory while
 /// unlocked), the keyslots, the unlock policy and the release of sessions.
 /// Everything a client can ask goes through here; the socket server only
@@ -152,15 +99,16 @@ public actor Vault {
             self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
             let grants = try AppGrants(store: store, deviceKey: deviceKey, logger: logger)
             self.grants = grants
-            events.setAudience(Vault.audience(grants, perApp: config.perApp))
+            events.setAudience(grants.audience(perApp: config.perApp))
         } catch let e as StoreError {
             throw .store(Messages.storeUnreadable, detail: "\(e)")
         } catch {
             throw .crypto("\(error)")
         }
-        let opened = try Vault.openStore(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors, logger: logger)
-        self.keyslots = opened.keyslots
         let started = clock()
+        let opened = try OpenedVault.open(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors,
+                                          now: Int64(started), logger: logger)
+        self.keyslots = opened.keyslots
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
         table.setGrants(grants.access(perApp: config.perApp))
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
@@ -168,79 +116,8 @@ public actor Vault {
         // the vault key goes only into its soft box: the vault starts locked and a
         // scan opens it. With none, the vault is simply open.
         if let vk = opened.vaultKey {
-            softBoxes = Vault.softBoxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
+            softBoxes = SoftUnlock.boxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
             if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
-        }
-    }
-
-    private struct Opened {
-        var keyslots: Keyslots
-        var vaultKey: SecureBytes?
-        var publicKey: [UInt8]?
-        var entries: [String: SessionTable.Entry]
-    }
-
-    /// Checks the device key against the store, creates a fresh vault on an empty
-    /// store, migrates v1 keyslots, opens the device slot when there is one, and
-    /// loads session metadata. A store whose sessions no slot can open is left as
-    /// it is: never a new vault key over sealed sessions (`vaultctl reset` is the
-    /// one explicit way to start over).
-    private static func openStore(store: VaultStore, deviceKey: SecureBytes, metaKey: SecureBytes, secretFactors: Set<String>,
-                                  logger: Logger) throws(VaultStartupError) -> Opened {
-        func storeFailure(_ e: StoreError) -> VaultStartupError { .store(Messages.storeUnreadable, detail: "\(e)") }
-        do {
-            let check = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/device-key-check/v1")]).unsafeCopyToArray()
-            if let stored = try store.meta("device_key_check") {
-                guard Sodium.constantTimeEqual(stored, check) else { throw VaultStartupError.deviceKeyMismatch }
-            } else {
-                try store.setMeta("device_key_check", check)
-            }
-            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, secretFactors: secretFactors)
-            let rows = try store.sessions()
-            var vaultKey: SecureBytes?
-            let now = Int64(Date().timeIntervalSince1970)
-            if slots.isEmpty && rows.isEmpty {
-                // A fresh vault: no factor yet, so the device key alone guards it
-                // (the seeds' "standard session token resumption" without biometrics).
-                let vk = try SecureBytes.random(count: 32)
-                let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
-                try slots.replace(put: [device], delete: [])
-                vaultKey = vk
-                logger.info("created a new vault")
-            } else {
-                vaultKey = try slots.migrateLegacy(logger: logger)
-                if vaultKey == nil, slots[Keyslot.deviceSlotID] != nil {
-                    // A device slot that fails to open (edited, or another vault's) is
-                    // kept: deleting it could leave sessions nobody can open.
-                    vaultKey = slots.openDeviceWrap()
-                    if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
-                }
-            }
-            if !slots.hasWrap {
-                logger.error("no keyslot can open the vault key; sessions stay sealed until `vaultctl reset`")
-            }
-            let publicKey = try vaultKey.map { try ensureVaultKeyPair($0, store: store, deviceKey: deviceKey) }
-                ?? SessionSealing.authenticatedPublicKey(store: store, deviceKey: deviceKey, logger: logger)
-            var entries: [String: SessionTable.Entry] = [:]
-            for row in rows {
-                // A temporary buffer, not guarded memory: metadata is not a token,
-                // and one mmap + mlock per record made start-up slow at 10,000 sessions.
-                guard let box = try? SealedBox(bytes: row.sealedMeta),
-                      let json = try? SecretBox.withOpened(box, key: metaKey, associatedData: SessionSealing.metaAD(id: row.id), { try? JSON.parse($0) }),
-                      let meta = SessionMeta(json: json) else {
-                    logger.error("a session record failed to open and is skipped", metadata: ["record": "\(row.id)"])
-                    continue
-                }
-                entries[row.id] = SessionTable.Entry(meta: meta, row: row)
-            }
-            return Opened(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
-        } catch let e as VaultStartupError {
-            throw e
-        } catch let e as StoreError {
-            if case .tooNew = e { throw .store(Messages.storeTooNew, detail: "\(e)") }
-            throw storeFailure(e)
-        } catch {
-            throw .crypto("\(error)")
         }
     }
 
@@ -353,18 +230,6 @@ public actor Vault {
     /// One sentence on what guards the sessions at rest, when it is only the device key.
     public func atRestWarning() -> LocalizedText? { policy.atRestWarning }
 
-    public struct AccountInfo: Sendable {
-        public var account: String
-        public var provider: String
-        public var name: String
-        public var tokenHash: String
-        public var accessExpiresAt: Int64?
-        public var hasRefreshToken: Bool
-        /// Its secrets are sealed under the vault key, which is not open now:
-        /// `waiting` says, in words, what opens it.
-        public var waiting: LocalizedText?
-    }
-
     /// The accounts `requester` may see (all of them for vaultd's own callers).
     public func accounts(visibleTo requester: Requester = .inProcess) -> [AccountInfo] {
         let vk = vaultKey
@@ -380,21 +245,7 @@ public actor Vault {
     // MARK: - Sessions
 
     public func importSession(_ request: ImportRequest, conversation: any ClientConversation) async throws(VaultFailure) -> SessionMeta {
-        guard request.refreshToken != nil || request.accessToken != nil else {
-            throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
-                                            nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres."))
-        }
-        guard let url = URL(string: request.issuer), let host = url.host, let scheme = url.scheme,
-              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
-            throw .badRequest(LocalizedText(
-                en: "The issuer must be an https:// address (http:// only on this computer).",
-                nb: "Utstederen må være en https://-adresse (http:// bare på denne maskinen)."))
-        }
-        guard !request.clientID.isEmpty else {
-            throw .badRequest(LocalizedText(en: "A client id is needed to import a session.",
-                                            nb: "En klient-ID trengs for å importere en økt."))
-        }
-        let account = request.account ?? host
+        let account = try request.validatedAccount()
         try await checkImportOver(account, conversation)
         try await ensureUnlocked(conversation, preferred: nil)
         let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
@@ -430,10 +281,10 @@ public actor Vault {
         if !config.perApp, requester.trust == .unconfined { return }
         guard requester.trust == .unconfined else {
             if requester.trust == .vaultd { return }
-            audit.record("import", outcome: "not_granted", detail: Vault.appDetail(requester.app, account: account), requester: requester)
+            audit.record("import", outcome: "not_granted", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
             throw VaultFailure(.appNotAllowed, message: Messages.importNotYours)
         }
-        let provider = Vault.providerName(entry.meta, providers.provider(for: entry.meta))
+        let provider = entry.meta.providerName(providers.provider(for: entry.meta))
         let yes: Bool
         do {
             yes = try await conversation.confirm(Messages.replaceSession(entry.meta.name, provider: provider))
@@ -444,32 +295,12 @@ public actor Vault {
         guard yes else { throw VaultFailure(.cancelled) }
     }
 
-    public struct LogoutResult: Sendable {
-        public var removed: Int
-        public var revokedAtProvider: Int
-    }
-
     /// Deletes sessions locally first (unusable at once), then revokes their
     /// tokens at the provider (RFC 7009) where it offers that. Works while
     /// locked: logging out must never need an unlock (the tokens can then not
     /// be read for revocation, and the result says so).
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
-        var targets: [(String, SessionTable.Entry)] = []
-        // A sandboxed app logs out only what it may see: "all" is all of its own.
-        let access = table.grantAccess
-        let everything = all && table.allEntries().values.allSatisfy { access.mayView($0.meta.account, requester) }
-        if all {
-            targets = table.allEntries().filter { access.mayView($0.value.meta.account, requester) }.map { ($0.key, $0.value) }
-        } else {
-            guard let account else {
-                throw .badRequest(LocalizedText(en: "Say which account to log out, or ask to log out everywhere.",
-                                                nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
-            }
-            guard let id = table.id(forAccount: account), let entry = table.entry(id), mayView(account, requester) else {
-                throw VaultFailure(.noSession)
-            }
-            targets = [(id, entry)]
-        }
+        let (targets, everything) = try table.logoutTargets(account: account, all: all, requester: requester)
         // Read what must be revoked before the records are gone.
         var revocations: [(any IdentityProvider, String, Bool)] = []
         if let vk = vaultKey {

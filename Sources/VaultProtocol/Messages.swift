@@ -560,6 +560,62 @@ extension Messages {
         return clean.count > limit ? String(clean.prefix(limit - 1)) + "…" : clean
     }
 
+    /// `unlock NAME`, `enroll NAME`, … with a factor this vaultd does not have.
+    public static func unknownFactor(_ id: String, known: String) -> LocalizedText {
+        LocalizedText(en: "There is no unlock method called “\(id)”. Choose one of: \(known).",
+                      nb: "Det finnes ingen opplåsingsmåte som heter «\(id)». Velg en av: \(known).")
+    }
+
+    /// `login NAME` with a provider that is not configured.
+    public static func unknownProvider(_ id: String, known: [String]) -> LocalizedText {
+        let list = known.joined(separator: ", ")
+        return LocalizedText(
+            en: "There is no login provider called “\(id)”. Choose one of: \(list.isEmpty ? "(none configured)" : list).",
+            nb: "Det finnes ingen innloggingstjeneste som heter «\(id)». Velg en av: \(list.isEmpty ? "(ingen satt opp)" : list).")
+    }
+
+    public static func loginNeedsPerson(_ provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "Logging in needs the person: use an interactive client (for example “vaultctl login \(provider)”).",
+            nb: "Innlogging krever personen: bruk en interaktiv klient (for eksempel «vaultctl login \(provider)»).")
+    }
+
+    public static func factorSetUp(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "\(name.en) is set up.", nb: "\(name.nb) er satt opp.")
+    }
+
+    /// The offer after a login, for a factor with no words of its own.
+    public static func turnOnOffer(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "Turn on \(name.en)? Next time you can open your apps with it instead of logging in.",
+                      nb: "Slå på \(name.nb)? Neste gang kan du åpne appene dine med den i stedet for å logge inn.")
+    }
+
+    public static func turnOffQuestion(_ name: LocalizedText) -> LocalizedText {
+        LocalizedText(en: "Turn off \(name.en) unlock? You can set it up again later.",
+                      nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere.")
+    }
+
+    public static let turnOffNeedsConfirmation = LocalizedText(
+        en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
+        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient.")
+
+    public static func startOverQuestion(sessions: Int, factors: Int) -> LocalizedText {
+        LocalizedText(
+            en: "Start over? This deletes \(sessions) saved session\(sessions == 1 ? "" : "s") and \(factors) unlock method\(factors == 1 ? "" : "s") (PIN, fingerprint). You will log in with BankID or Vipps again. This cannot be undone.",
+            nb: "Begynne på nytt? Dette sletter \(sessions) lagrede økt\(sessions == 1 ? "" : "er") og \(factors) opplåsingsmåte\(factors == 1 ? "" : "r") (PIN-kode, fingeravtrykk). Du logger inn med BankID eller Vipps igjen. Dette kan ikke angres.")
+    }
+
+    public static let startOverNeedsConfirmation = LocalizedText(
+        en: "Starting over deletes every saved session and needs a confirmation. Send “confirm”: true, or run “vaultctl reset” at a terminal.",
+        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Send «confirm»: true, eller kjør «vaultctl reset» i en terminal.")
+
+    /// A login as another person than the vault's owner (the identity record names someone else).
+    public static func loginOfAnotherPerson(_ provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "You logged in with \(provider) as someone other than the person this vault belongs to. Log in with your own \(provider), or use your fingerprint or PIN.",
+            nb: "Du logget inn med \(provider) som en annen person enn den hvelvet tilhører. Logg inn med din egen \(provider), eller bruk fingeravtrykk eller PIN-kode.")
+    }
+
     /// A peer whose identity could not be established (it exited before vaultd
     /// read it, or it runs in another pid namespace): it gets nothing.
     public static let unidentifiedApp = LocalizedText(

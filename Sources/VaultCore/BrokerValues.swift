@@ -1,0 +1,100 @@
+import Foundation
+import VaultFactor
+import VaultProtocol
+
+// The values the broker (`Vault`) answers with and takes in: plain data, no
+// state. The server turns them into the wire's shapes (VaultWire).
+
+/// A factor's state as `status` and `factors` show it.
+public struct FactorStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        case enabled
+        case notEnrolled = "not_enrolled"
+        case unavailable
+        case lockedOut = "locked_out"
+    }
+    public var factor: FactorID
+    public var state: State
+    public var label: LocalizedText
+    public var retryAfter: Int?
+}
+
+/// A session as handed to an app: access token and claims, never the refresh token.
+public struct ReleasedSession: Sendable {
+    public var accessToken: String
+    public var expiresAt: Int64?
+    public var meta: SessionMeta
+
+    public init(accessToken: String, expiresAt: Int64?, meta: SessionMeta) {
+        self.accessToken = accessToken
+        self.expiresAt = expiresAt
+        self.meta = meta
+    }
+}
+
+/// An existing session brought in from elsewhere (as oidc-agent's `--rt`).
+public struct ImportRequest: Sendable {
+    public var issuer: String
+    public var clientID: String
+    public var account: String?
+    public var provider: String?
+    public var name: String?
+    public var subject: String?
+    public var refreshToken: String?
+    public var accessToken: String?
+    public var accessExpiresAt: Int64?
+
+    public init(issuer: String, clientID: String, account: String? = nil, provider: String? = nil, name: String? = nil,
+                subject: String? = nil, refreshToken: String?, accessToken: String?, accessExpiresAt: Int64?) {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.account = account
+        self.provider = provider
+        self.name = name
+        self.subject = subject
+        self.refreshToken = refreshToken
+        self.accessToken = accessToken
+        self.accessExpiresAt = accessExpiresAt
+    }
+}
+
+extension ImportRequest {
+    /// The account an import is stored under (the one named, else the
+    /// issuer's host), once the request has what an import needs.
+    func validatedAccount() throws(VaultFailure) -> String {
+        guard refreshToken != nil || accessToken != nil else {
+            throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
+                                            nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres."))
+        }
+        guard let url = URL(string: issuer), let host = url.host, let scheme = url.scheme,
+              scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {
+            throw .badRequest(LocalizedText(
+                en: "The issuer must be an https:// address (http:// only on this computer).",
+                nb: "Utstederen må være en https://-adresse (http:// bare på denne maskinen)."))
+        }
+        guard !clientID.isEmpty else {
+            throw .badRequest(LocalizedText(en: "A client id is needed to import a session.",
+                                            nb: "En klient-ID trengs for å importere en økt."))
+        }
+        return account ?? host
+    }
+}
+
+extension Vault {
+    public struct AccountInfo: Sendable {
+        public var account: String
+        public var provider: String
+        public var name: String
+        public var tokenHash: String
+        public var accessExpiresAt: Int64?
+        public var hasRefreshToken: Bool
+        /// Its secrets are sealed under the vault key, which is not open now:
+        /// `waiting` says, in words, what opens it.
+        public var waiting: LocalizedText?
+    }
+
+    public struct LogoutResult: Sendable {
+        public var removed: Int
+        public var revokedAtProvider: Int
+    }
+}

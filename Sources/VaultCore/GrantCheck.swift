@@ -1,0 +1,82 @@
+import VaultFactor
+import VaultProtocol
+
+/// Whether the asking app may use an account before any dialog is shown: a
+/// plain value the `Vault` actor applies (`checkGrant`, Vault+Apps.swift), and
+/// the small rules about apps it and the session table share.
+/// docs/threat-model.md, "Apps and their grants".
+enum GrantCheck: Equatable {
+    /// Grants are not checked: `per_app = false`, or vaultd's own call (tests,
+    /// the broker itself), which has no peer.
+    case unchecked
+    /// The app holds a grant for the account: its use is noted.
+    case granted(AppIdentity)
+    /// Refused without asking, audited with this outcome.
+    case refused(outcome: String, message: LocalizedText)
+    /// The person is asked in vaultd's own dialog.
+    case ask(AppIdentity)
+
+    /// `isGranted`: whether the app holds a grant for the account in question.
+    init(perApp: Bool, requester: Requester, isGranted: (AppIdentity) -> Bool) {
+        guard perApp, requester.trust != .vaultd else {
+            self = .unchecked
+            return
+        }
+        // An unidentified peer could be anyone: it is never asked about.
+        if requester.trust == .unidentified {
+            self = .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp)
+        } else if let app = requester.app {
+            self = isGranted(app) ? .granted(app) : .ask(app)
+        } else {
+            self = .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil))
+        }
+    }
+}
+
+extension Requester {
+    /// The app behind the request when a sandbox vouches for it (Flatpak,
+    /// Snap): such an app sees, logs out and manages only what it is granted.
+    /// Unsandboxed callers see everything, since they could run vaultctl anyway.
+    var sandboxedApp: AppIdentity? {
+        guard let app, app.kind == .flatpak || app.kind == .snap else { return nil }
+        return app
+    }
+}
+
+extension AppGrant {
+    /// Whether `requester` may see and take back this grant (`vaultctl apps`):
+    /// a sandboxed app only its own, an unidentified peer none.
+    func isManageable(by requester: Requester?) -> Bool {
+        if requester?.trust == .unidentified { return false }
+        guard let app = requester?.sandboxedApp else { return true }
+        return app == self.app
+    }
+}
+
+extension AppGrants {
+    /// Which apps may hear about which account on the event feed (nil: any
+    /// app, when grants are not checked).
+    func audience(perApp: Bool) -> [String: Set<String>]? { perApp ? audience : nil }
+}
+
+extension AppIdentity {
+    /// The audit detail naming an app (nil: none known) and the account.
+    public static func auditDetail(_ app: AppIdentity?, account: String) -> [String: JSON] {
+        var d: [String: JSON] = ["account": .string(account)]
+        if let app {
+            d["app_kind"] = .string(app.kind.rawValue)
+            d["app"] = .string(app.name)
+        }
+        return d
+    }
+}
+
+extension SessionMeta {
+    /// The name a person knows the session's provider by: the well-known ones'
+    /// (an imported session's provider is named after its issuer), else the
+    /// configured provider's, else its id.
+    func providerName(_ provider: (any IdentityProvider)?) -> String {
+        if let known = ["bankid": "BankID", "vipps": "Vipps", "idporten": "ID-porten"][self.provider] { return known }
+        return provider?.displayName ?? self.provider
+    }
+}
