@@ -1,6 +1,7 @@
 import Foundation
 import VaultFactor
 import VaultProtocol
+import VaultStore
 
 // The values the broker (`Vault`) answers with and takes in: plain data, no
 // state. The server turns them into the wire's shapes (VaultWire).
@@ -17,6 +18,48 @@ public struct FactorStatus: Sendable, Equatable {
     public var state: State
     public var label: LocalizedText
     public var retryAfter: Int?
+}
+
+extension FactorStatus {
+    /// A factor's state and label for `status`, from what the vault knows of
+    /// it; the sentences are the message catalog's (`Messages.factorLabel…`).
+    /// `lockedFor`: the seconds its lockout has left. `softBoxLive` is asked
+    /// last, only for a presence factor that is otherwise fine (it may expire
+    /// the box, which is audited).
+    init(_ d: FactorDescriptor, presence: FactorPresence, slot: KeyslotRow?, stale: Bool, lockedFor: Int?,
+         deviceKey: SecureBytes, hasPIN: Bool, softBoxLive: () -> Bool) {
+        let name = d.displayName
+        if case .unavailable(let reason) = presence {
+            self.init(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
+        } else if let slot {
+            if let wait = lockedFor {
+                self.init(factor: d.id, state: .lockedOut, label: Messages.factorLabelLockedOut(name, seconds: wait), retryAfter: wait)
+                return
+            }
+            if d.contribution == .presenceOnly, slot.version != Keyslot.legacyVersion {
+                switch Keyslot.check(slot, deviceKey: deviceKey) {
+                case .intact: break
+                case .damaged:
+                    self.init(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
+                    return
+                case .newerVersion:
+                    self.init(factor: d.id, state: .unavailable, label: Messages.factorRecordNewer(name))
+                    return
+                }
+            }
+            if d.contribution == .presenceOnly, !softBoxLive() {
+                // A soft unlock: after a restart, its time limit or a fallback, the PIN
+                // (or a login) is needed once before it works again.
+                self.init(factor: d.id, state: .enabled, label: Messages.factorLabelEnabledAfterOnce(name, hasPIN: hasPIN))
+            } else {
+                self.init(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name, detail: d.enabledDetail))
+            }
+        } else if stale {
+            self.init(factor: d.id, state: .notEnrolled, label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
+        } else {
+            self.init(factor: d.id, state: .notEnrolled, label: Messages.factorLabelNotSetUp(name))
+        }
+    }
 }
 
 /// A session as handed to an app: access token and claims, never the refresh token.

@@ -134,12 +134,10 @@ extension Vault {
         let asked: any FactorConversation = d.contribution == .presenceOnly ? offering : conversation
         var round = 0
         while true {
-            if d.throttle != nil {
-                guard let counter = try? store.failureCounter(factor: d.id.rawValue) else {
-                    return .next(.internal())
-                }
-                let wait = Int(counter.lockedUntil) - Int(now())
-                if wait > 0 { return .next(.lockedOut(retryAfter: wait, factors: policy.lockedFactorList)) }
+            do {
+                if let wait = try lockout(of: d) { return .next(.lockedOut(retryAfter: wait, factors: policy.lockedFactorList)) }
+            } catch {
+                return .next(error)
             }
             let proof: FactorProof
             // A presence factor's failed scans count across unlocks: the count lives
@@ -175,37 +173,25 @@ extension Vault {
             switch d.contribution {
             case .lowEntropySecret:
                 guard let throttle = d.throttle else { return .next(.internal()) }
-                // Count the attempt durably *before* checking it, together with the
-                // lockout a failure brings, in one transaction: killing vaultd
-                // between here and the answer gives no free guess and no escape
-                // from the lockout. A right answer resets both.
-                let counter: FailureCounter
-                let started = Int64(now())
-                do {
-                    counter = try store.recordAttempt(factor: d.id.rawValue) { failures in
-                        let delay = throttle.delay(afterFailures: failures)
-                        return delay > 0 ? started + Int64(delay) : 0
-                    }
-                } catch {
+                let check = SecretCheck(factor: d.id, throttle: throttle, store: store, deviceKey: deviceKey)
+                switch check.check(proof.contribution, against: slot, now: Int64(now())) {
+                case .opened(let vk):
+                    return .opened(vk)
+                case .notCounted(let error):
                     logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
                     return .next(.internal())
+                case .wrong(let failures, let lockout, let attemptsLeft):
+                    audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
+                                 detail: ["failures": .int(Int64(failures))], requester: conversation.requester)
+                    if lockout > 0 {
+                        audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
+                                     detail: ["seconds": .int(Int64(lockout)), "failures": .int(Int64(failures))],
+                                     requester: conversation.requester)
+                        return .next(.lockedOut(retryAfter: lockout, factors: policy.lockedFactorList))
+                    }
+                    // Wrong, but free tries remain: say so and ask again.
+                    await conversation.show(Messages.noMatch(attemptsLeft: attemptsLeft))
                 }
-                testPauseAfterCounterWrite()
-                if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: proof.contribution) {
-                    try? store.resetFailures(factor: d.id.rawValue)
-                    return .opened(vk)
-                }
-                audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
-                             detail: ["failures": .int(Int64(counter.failures))], requester: conversation.requester)
-                let delay = throttle.delay(afterFailures: counter.failures)
-                if delay > 0 {
-                    audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
-                                 detail: ["seconds": .int(Int64(delay)), "failures": .int(Int64(counter.failures))],
-                                 requester: conversation.requester)
-                    return .next(.lockedOut(retryAfter: delay, factors: policy.lockedFactorList))
-                }
-                // Wrong, but free tries remain: say so and ask again.
-                await conversation.show(Messages.noMatch(attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures)))
             case .presenceOnly:
                 return presenceOutcome(factor, record: slot, proof: proof, conversation)
             }
@@ -361,16 +347,5 @@ extension Vault {
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         touch()
         return await status(of: factor)
-    }
-
-    /// A debug-build hook for the crash test: pause right after the failure
-    /// counter is durable and before the PIN is checked, so a test can kill -9 here.
-    func testPauseAfterCounterWrite() {
-        #if DEBUG
-        if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
-            _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
-            Thread.sleep(forTimeInterval: 30)
-        }
-        #endif
     }
 }

@@ -194,37 +194,17 @@ public actor Vault {
     /// message catalog's (`Messages.factorLabel…`).
     func status(of factor: any UnlockFactor) async -> FactorStatus {
         let d = factor.descriptor
-        let name = d.displayName
-        if case .unavailable(let reason) = await factor.probe() {
-            return FactorStatus(factor: d.id, state: .unavailable, label: Messages.shortLabel(reason))
-        }
-        guard keyslots[d.id.rawValue] != nil else {
-            if keyslots.isStale(d.id.rawValue) {
-                return FactorStatus(factor: d.id, state: .notEnrolled,
-                                    label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
-            }
-            return FactorStatus(factor: d.id, state: .notEnrolled, label: Messages.factorLabelNotSetUp(name))
-        }
-        if d.throttle != nil, let counter = try? store.failureCounter(factor: d.id.rawValue) {
-            let wait = Int(counter.lockedUntil) - Int(now())
-            if wait > 0 {
-                return FactorStatus(factor: d.id, state: .lockedOut, label: Messages.factorLabelLockedOut(name, seconds: wait),
-                                    retryAfter: wait)
-            }
-        }
-        if d.contribution == .presenceOnly, let row = keyslots[d.id.rawValue], row.version != Keyslot.legacyVersion {
-            switch Keyslot.check(row, deviceKey: deviceKey) {
-            case .intact: break
-            case .damaged: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordDamaged(name))
-            case .newerVersion: return FactorStatus(factor: d.id, state: .unavailable, label: Messages.factorRecordNewer(name))
-            }
-        }
-        if d.contribution == .presenceOnly, liveSoftBox(d.id) == nil {
-            // A soft unlock: after a restart, its time limit or a fallback, the PIN
-            // (or a login) is needed once before it works again.
-            return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabledAfterOnce(name, hasPIN: policy.hasSecretFactor))
-        }
-        return FactorStatus(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name, detail: d.enabledDetail))
+        return FactorStatus(d, presence: await factor.probe(), slot: keyslots[d.id.rawValue], stale: isStale(d.id),
+                            lockedFor: (try? lockout(of: d)) ?? nil, deviceKey: deviceKey, hasPIN: policy.hasSecretFactor,
+                            softBoxLive: { liveSoftBox(d.id) != nil })
+    }
+
+    /// The seconds a throttled factor's lockout has left (nil: none).
+    func lockout(of d: FactorDescriptor) throws(VaultFailure) -> Int? {
+        guard d.throttle != nil else { return nil }
+        let counter = try storeCall(logger) { () throws(StoreError) in try store.failureCounter(factor: d.id.rawValue) }
+        let wait = Int(counter.lockedUntil) - Int(now())
+        return wait > 0 ? wait : nil
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the device key.

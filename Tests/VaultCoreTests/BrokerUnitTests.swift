@@ -1,3 +1,4 @@
+import Foundation
 import SodiumKit
 import VaultFactor
 import VaultProtocol
@@ -148,5 +149,37 @@ final class BrokerUnitTests: XCTestCase {
                     { try account("https://idp.example", rt: nil) }, { try account("not a url") }] {
             XCTAssertThrowsError(try bad()) { XCTAssertEqual(($0 as? VaultFailure)?.code, .badRequest) }
         }
+    }
+}
+
+/// The PIN's check against a real store (SQLite): counted before it is
+/// checked, locked out after the free tries, reset by the right PIN.
+final class SecretCheckTests: XCTestCase {
+    func testWrongPINsAreCountedUntilTheLockoutAndTheRightOneResetsTheCount() throws {
+        let dir = NSTemporaryDirectory() + "secretcheck-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try VaultStore(path: dir + "/vault.sqlite")
+        let deviceKey = try SecureBytes.random(count: 32)
+        let vaultKey = try SecureBytes.random(count: 32)
+        let slot = try Keyslot.makeWrap(id: "pin", factor: "pin", vaultKey: vaultKey, deviceKey: deviceKey,
+                                        secret: try SecureBytes.utf8("482915"), cost: .interactive, now: 0)
+        let throttle = ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 600)
+        let check = SecretCheck(factor: "pin", throttle: throttle, store: store, deviceKey: deviceKey)
+
+        guard case .wrong(1, 0, 1) = check.check(try SecureBytes.utf8("000000"), against: slot, now: 100) else {
+            return XCTFail("the first wrong PIN leaves one free try")
+        }
+        XCTAssertEqual(try store.failureCounter(factor: "pin").failures, 1, "counted durably")
+        guard case .wrong(2, let lockout, 0) = check.check(try SecureBytes.utf8("111111"), against: slot, now: 101) else {
+            return XCTFail("the second wrong PIN locks out")
+        }
+        XCTAssertEqual(lockout, 30)
+        XCTAssertEqual(try store.failureCounter(factor: "pin").lockedUntil, 131, "the lockout is stored with the count")
+        guard case .opened(let vk) = check.check(try SecureBytes.utf8("482915"), against: slot, now: 200) else {
+            return XCTFail("the right PIN opens the wrap")
+        }
+        XCTAssertEqual(vk.unsafeCopyToArray(), vaultKey.unsafeCopyToArray())
+        XCTAssertEqual(try store.failureCounter(factor: "pin"), FailureCounter(factor: "pin", failures: 0, lockedUntil: 0))
     }
 }

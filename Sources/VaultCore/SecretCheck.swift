@@ -1,0 +1,54 @@
+import Foundation
+import VaultFactor
+import VaultStore
+
+/// Checking a secret factor's answer (the PIN) against its wrap of the vault
+/// key, throttled: the attempt is counted durably *before* it is checked,
+/// together with the lockout a failure brings, in one transaction, so killing
+/// vaultd between the two gives no free guess and no escape from the lockout;
+/// a right answer resets both. The `Vault` actor audits and asks again as
+/// the outcome says (`attempt`, Unlocking.swift).
+struct SecretCheck {
+    let factor: FactorID
+    let throttle: ThrottlePolicy
+    let store: VaultStore
+    let deviceKey: SecureBytes
+
+    enum Outcome {
+        case opened(SecureBytes)
+        /// The attempt could not be counted, so it was not checked.
+        case notCounted(StoreError)
+        /// `lockout`: seconds until the next try (0: free tries remain, `attemptsLeft` of them).
+        case wrong(failures: Int, lockout: Int, attemptsLeft: Int)
+    }
+
+    func check(_ secret: SecureBytes?, against slot: KeyslotRow, now: Int64) -> Outcome {
+        let counter: FailureCounter
+        do {
+            counter = try store.recordAttempt(factor: factor.rawValue) { failures in
+                let delay = throttle.delay(afterFailures: failures)
+                return delay > 0 ? now + Int64(delay) : 0
+            }
+        } catch {
+            return .notCounted(error)
+        }
+        pauseAfterCounterWrite()
+        if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: secret) {
+            try? store.resetFailures(factor: factor.rawValue)
+            return .opened(vk)
+        }
+        return .wrong(failures: counter.failures, lockout: throttle.delay(afterFailures: counter.failures),
+                      attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures))
+    }
+
+    /// A debug-build hook for the crash test: pause right after the failure
+    /// counter is durable and before the PIN is checked, so a test can kill -9 here.
+    private func pauseAfterCounterWrite() {
+        #if DEBUG
+        if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
+            _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
+            Thread.sleep(forTimeInterval: 30)
+        }
+        #endif
+    }
+}
