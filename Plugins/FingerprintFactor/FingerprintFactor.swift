@@ -48,7 +48,9 @@ public struct FingerprintFactor: UnlockFactor {
             offerText: LocalizedText(
                 en: "Turn on fingerprint login? Next time you can open your apps with your fingerprint instead of logging in with BankID or Vipps.",
                 nb: "Slå på innlogging med fingeravtrykk? Neste gang kan du åpne appene dine med fingeravtrykket i stedet for å logge inn med BankID eller Vipps."),
-            enabledDetail: FingerprintFactor.detail(device: device, sameFingerInvisible: sameFingerInvisible))
+            enabledDetail: FingerprintFactor.detail(device: device, sameFingerInvisible: sameFingerInvisible),
+            changed: Messages.standard(.enrollmentChanged),
+            changedReason: LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret"))
     }
 
     static func detail(device: String?, sameFingerInvisible: Bool) -> LocalizedText? {

@@ -55,7 +55,7 @@ extension FactorStatus {
                 self.init(factor: d.id, state: .enabled, label: Messages.factorLabelEnabled(name, detail: d.enabledDetail))
             }
         } else if stale {
-            self.init(factor: d.id, state: .notEnrolled, label: Messages.factorLabelSetUpAgain(name, fingerprints: d.id == .fingerprint))
+            self.init(factor: d.id, state: .notEnrolled, label: Messages.factorLabelSetUpAgain(name, why: d.changedReason))
         } else {
             self.init(factor: d.id, state: .notEnrolled, label: Messages.factorLabelNotSetUp(name))
         }

@@ -7,7 +7,7 @@ import VaultProtocol
 extension FactorError {
     func failure(whenNotInteractive locked: @autoclosure () -> VaultFailure) -> VaultFailure {
         switch self {
-        case .cancelled: return VaultFailure(.cancelled)
+        case .cancelled, .pressed: return VaultFailure(.cancelled)
         case .noMatch: return .noMatch(attemptsLeft: 0)
         case .tooManyAttempts:
             return VaultFailure(.noMatch, message: LocalizedText(
@@ -33,6 +33,8 @@ extension FactorError {
         case .rejected: return "rejected"
         case .notInteractive: return "not_interactive"
         case .timeout: return "timeout"
+        case .pressed(.wayIn): return "chose_other"
+        case .pressed(.cancel): return "cancelled"
         }
     }
 }
@@ -40,7 +42,7 @@ extension FactorError {
 extension VaultFailure {
     /// A factor whose enrollment changed (new fingerprints): its record was dropped.
     static func enrollmentChanged(_ d: FactorDescriptor) -> VaultFailure {
-        if d.id == .fingerprint { return VaultFailure(.enrollmentChanged) }
+        if let changed = d.changed { return VaultFailure(.enrollmentChanged, message: changed) }
         let name = d.displayName
         return VaultFailure(.enrollmentChanged, message: LocalizedText(
             en: "\(name.en) on this computer has changed, so it was turned off. Use another way in, then set \(name.en) up again.",

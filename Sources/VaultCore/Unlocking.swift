@@ -150,16 +150,17 @@ extension Vault {
             } catch {
                 // Kept however the scan ended (Cancel, a timeout, a button): no fresh tries.
                 keepFailedScans(tally, countedAgainst: box, of: d.id)
-                if error == .notInteractive { return .stop(policy.lockedFailure()) }
-                switch offering.choice {
-                case .chose(let choice)?:
-                    audit.record("unlock", factor: d.id.rawValue, outcome: "chose_other", requester: conversation.requester)
+                switch error {
+                case .notInteractive:
+                    return .stop(policy.lockedFailure())
+                case .pressed(.wayIn(let choice)):
+                    audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
                     return .chose(choice)
-                case .cancelled?:
+                case .pressed(.cancel):
                     // Cancel in the dialog (or the client went away): the person does not want in now.
-                    audit.record("unlock", factor: d.id.rawValue, outcome: "cancelled", requester: conversation.requester)
+                    audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
                     return .stop(VaultFailure(.cancelled))
-                case .done?, nil:
+                default:
                     break
                 }
                 // Too many failed scans is the fingerprint fallback: after it the

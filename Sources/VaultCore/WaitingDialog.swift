@@ -66,11 +66,11 @@ public final class Hangup: Sendable {
 
 /// The conversation a presence factor (the fingerprint) gets during an
 /// unlock: its wait is shown with buttons for the other ways in the policy
-/// has left, and the button pressed is remembered for `runPolicy`.
+/// has left; a button pressed ends the factor with `FactorError.pressed`,
+/// which `attempt` reads.
 struct OfferingConversation: FactorConversation {
     let base: any ClientConversation
     let options: [ChoiceOption]
-    let taken = Locked<Waited<Bool>?>(nil)
 
     var language: Language { base.language }
     func show(_ message: LocalizedText) async { await base.show(message) }
@@ -81,15 +81,8 @@ struct OfferingConversation: FactorConversation {
     func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
         switch await base.showWhile(message, offering: options, work) {
         case .done(let value): return value
-        case .chose(let value):
-            taken.withLock { $0 = .chose(value) }
-            throw .cancelled
-        case .cancelled:
-            taken.withLock { $0 = .cancelled }
-            throw .cancelled
+        case .chose(let value): throw .pressed(.wayIn(value))
+        case .cancelled: throw .pressed(.cancel)
         }
     }
-
-    /// What the person pressed, if a button ended the factor's wait.
-    var choice: Waited<Bool>? { taken.withLock { $0 } }
 }

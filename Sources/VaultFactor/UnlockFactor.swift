@@ -94,9 +94,17 @@ public struct FactorDescriptor: Sendable {
     /// Said in brackets after "… enabled" in status lines: the hardware behind the
     /// factor and what it cannot see ("Virtual device …. A finger deleted and …").
     public var enabledDetail: LocalizedText?
+    /// A presence factor's words for a changed enrollment (fingerprints added
+    /// or removed), so the broker needs to know no factor by name: `changed`,
+    /// what a request is told when the change turned it off (nil: a sentence
+    /// made from `displayName`); `changedReason`, why `status` says it must be
+    /// set up again (nil: "its enrollment changed").
+    public var changed: LocalizedText?
+    public var changedReason: LocalizedText?
 
     public init(id: FactorID, displayName: LocalizedText, rank: Int, contribution: ContributionKind, throttle: ThrottlePolicy? = nil,
-                offerAfterLogin: Bool = false, offerText: LocalizedText? = nil, enabledDetail: LocalizedText? = nil) {
+                offerAfterLogin: Bool = false, offerText: LocalizedText? = nil, enabledDetail: LocalizedText? = nil,
+                changed: LocalizedText? = nil, changedReason: LocalizedText? = nil) {
         self.id = id
         self.displayName = displayName
         self.rank = rank
@@ -105,6 +113,8 @@ public struct FactorDescriptor: Sendable {
         self.offerAfterLogin = offerAfterLogin
         self.offerText = offerText
         self.enabledDetail = enabledDetail
+        self.changed = changed
+        self.changedReason = changedReason
     }
 }
 
@@ -201,4 +211,16 @@ public enum FactorError: Error, Sendable, Equatable {
     case notInteractive
     /// No answer in time.
     case timeout
+    /// The person ended a wait (`FactorConversation.showWhile`) with a button
+    /// of its dialog: a factor passes it on as it is.
+    case pressed(WaitButton)
+}
+
+/// A button of the dialog shown while a factor waits (the fingerprint's
+/// "Touch the reader"), as a value.
+public enum WaitButton: Sendable, Equatable {
+    /// Another way in: a later factor's id, or the login ("Use BankID or Vipps").
+    case wayIn(String)
+    /// Cancel, or the client went away: the person does not want in now.
+    case cancel
 }

@@ -154,10 +154,9 @@ public enum Messages {
     }
 
     /// Its enrollment changed (for a fingerprint: the fingers enrolled on the reader).
-    public static func factorLabelSetUpAgain(_ name: LocalizedText, fingerprints: Bool) -> LocalizedText {
-        let why = fingerprints
-            ? LocalizedText(en: "fingerprints changed", nb: "fingeravtrykkene er endret")
-            : LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
+    /// `why`: the factor's own words for what changed (the fingerprint's "fingerprints changed").
+    public static func factorLabelSetUpAgain(_ name: LocalizedText, why: LocalizedText?) -> LocalizedText {
+        let why = why ?? LocalizedText(en: "its enrollment changed", nb: "oppsettet er endret")
         return LocalizedText(en: "\(name.en) must be set up again (\(why.en))", nb: "\(name.nb) må settes opp på nytt (\(why.nb))")
     }
 
