@@ -10,16 +10,12 @@ extension FactorError {
         case .cancelled, .pressed: return VaultFailure(.cancelled)
         case .noMatch: return .noMatch(attemptsLeft: 0)
         case .tooManyAttempts:
-            return VaultFailure(.noMatch, message: LocalizedText(
-                en: "That did not match several times. Use your PIN, or log in with BankID or Vipps.",
-                nb: "Det stemte ikke flere ganger. Bruk PIN-koden, eller logg inn med BankID eller Vipps."),
-                extra: ["attempts_left": 0])
+            return VaultFailure(.noMatch, message: Messages.tooManyMisses, extra: ["attempts_left": 0])
         case .unavailable(let reason): return VaultFailure(.factorUnavailable, message: reason)
         case .rejected(let reason): return VaultFailure(.badRequest, message: reason)
         case .notInteractive: return locked()
         case .timeout:
-            return VaultFailure(.timeout, message: LocalizedText(
-                en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen."))
+            return VaultFailure(.timeout, message: Messages.noAnswerInTime)
         }
     }
 

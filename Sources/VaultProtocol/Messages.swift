@@ -559,6 +559,15 @@ extension Messages {
         return clean.count > limit ? String(clean.prefix(limit - 1)) + "…" : clean
     }
 
+    /// A presence factor gave up after several misses (the fingerprint's three).
+    public static let tooManyMisses = LocalizedText(
+        en: "That did not match several times. Use your PIN, or log in with BankID or Vipps.",
+        nb: "Det stemte ikke flere ganger. Bruk PIN-koden, eller logg inn med BankID eller Vipps.")
+
+    /// A factor's question was not answered in time.
+    public static let noAnswerInTime = LocalizedText(
+        en: "No answer came in time. Please try again.", nb: "Det kom ikke noe svar i tide. Prøv igjen.")
+
     /// `unlock NAME`, `enroll NAME`, … with a factor this vaultd does not have.
     public static func unknownFactor(_ id: String, known: String) -> LocalizedText {
         LocalizedText(en: "There is no unlock method called “\(id)”. Choose one of: \(known).",
