@@ -33,6 +33,41 @@ enum GrantCheck: Equatable {
     }
 }
 
+/// Whether an import may replace the session already stored under its
+/// account, before anything is asked: an import never silently replaces
+/// another app's session. A value the actor applies (`checkImportOver`).
+enum ImportCheck: Equatable {
+    case allowed
+    /// Refused, audited with this outcome (and the app, when it is named).
+    case refused(outcome: String, message: LocalizedText, app: AppIdentity?)
+    /// An unconfined app replacing an account that is not its own: the person is asked.
+    case ask
+
+    /// `replacing`: a session is stored under the account already.
+    init(requester: Requester, replacing: Bool, perApp: Bool, isGranted: (AppIdentity) -> Bool) {
+        // An unidentified peer could be anyone: not even a new account.
+        if requester.trust == .unidentified {
+            self = .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp, app: nil)
+            return
+        }
+        guard replacing else {
+            self = .allowed
+            return
+        }
+        if let app = requester.app, isGranted(app) {
+            self = .allowed
+        } else if requester.trust == .vaultd || (!perApp && requester.trust == .unconfined) {
+            // With `per_app = false` no account is any one app's.
+            self = .allowed
+        } else if requester.trust == .unconfined {
+            self = .ask
+        } else {
+            // A confined app (sandboxed) has no grant to show: it may not.
+            self = .refused(outcome: "not_granted", message: Messages.importNotYours, app: requester.app)
+        }
+    }
+}
+
 extension Requester {
     /// The app behind the request when a sandbox vouches for it (Flatpak,
     /// Snap): such an app sees, logs out and manages only what it is granted.

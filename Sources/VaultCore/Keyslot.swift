@@ -121,6 +121,19 @@ enum Keyslot {
         return KeyslotRow(id: id, factor: factor, version: version, salt: salt, kdf: "{}", binding: text, sealedKey: tag, createdAt: now)
     }
 
+    /// A factor's slot as `enroll` writes it: for a secret factor (the PIN)
+    /// a wrap of the vault key under the secret and the device key; for a
+    /// presence factor a record of its enrollment, which wraps nothing.
+    static func make(for d: FactorDescriptor, proof: FactorProof, vaultKey: SecureBytes, deviceKey: SecureBytes,
+                     cost: PasswordHash.Cost, now: Int64) throws(SodiumError) -> KeyslotRow {
+        let id = d.id.rawValue
+        guard d.contribution == .lowEntropySecret else {
+            return try makePresenceRecord(id: id, factor: id, proof: proof, deviceKey: deviceKey, now: now)
+        }
+        guard let secret = proof.contribution else { throw .malformed("missing secret contribution") }
+        return try makeWrap(id: id, factor: id, vaultKey: vaultKey, deviceKey: deviceKey, secret: secret, cost: cost, now: now)
+    }
+
     /// A presence factor's record: its binding plus the enrollment digest.
     static func makePresenceRecord(id: String, factor: String, proof: FactorProof, deviceKey: SecureBytes,
                                    now: Int64) throws(SodiumError) -> KeyslotRow {

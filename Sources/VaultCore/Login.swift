@@ -93,17 +93,9 @@ extension Vault {
         let (recordID, proof) = (identity.slotID, identity.proof)
         let verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
                                          hasSecretFactor: policy.hasSecretFactor)
-        switch verdict {
-        case .firstSeen, .owner:
-            break
-        case .otherIdentity:
-            audit.record("login", factor: login.provider, outcome: "other_identity", requester: conversation.requester)
-            throw VaultFailure(.loginFailed, message: Messages.loginOfAnotherPerson(login.providerName))
-        case .damaged(let refused):
-            audit.record("login", factor: login.provider, outcome: "record_damaged", requester: conversation.requester)
-            if refused { throw VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) }
-        case .newer:
-            audit.record("login", factor: login.provider, outcome: "record_newer", requester: conversation.requester)
+        if let (outcome, refusal) = verdict.audited(providerName: login.providerName) {
+            audit.record("login", factor: login.provider, outcome: outcome, requester: conversation.requester)
+            if let refusal { throw refusal }
         }
         var owner = verdict == .owner
         if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),

@@ -1,3 +1,4 @@
+import VaultProtocol
 import VaultStore
 
 /// One job: what a verified login's identity record (`login:PROVIDER`, or
@@ -26,6 +27,21 @@ enum LoginRecordVerdict: Equatable {
         case .intact(let recorded): self = recorded == binding ? .owner : .otherIdentity
         case .damaged: self = .damaged(refused: !hasSecretFactor)
         case .newerVersion: self = .newer
+        }
+    }
+
+    /// What the audit log says of a login this verdict does not simply let
+    /// through, and the failure when it refuses the login (nil: it goes on).
+    func audited(providerName: String) -> (outcome: String, refusal: VaultFailure?)? {
+        switch self {
+        case .firstSeen, .owner:
+            return nil
+        case .otherIdentity:
+            return ("other_identity", VaultFailure(.loginFailed, message: Messages.loginOfAnotherPerson(providerName)))
+        case .damaged(let refused):
+            return ("record_damaged", refused ? VaultFailure(.loginFailed, message: Messages.identityRecordDamaged) : nil)
+        case .newer:
+            return ("record_newer", nil)
         }
     }
 

@@ -139,7 +139,7 @@ extension Vault {
         sessions.hold.stopping = true
         var settled: Set<Task<Result<ReleasedSession, VaultFailure>, Never>> = []
         while let task = refreshing.values.first(where: { !settled.contains($0) }) {
-            guard await Vault.wait(for: task, until: deadline) else {
+            guard await task.ends(before: deadline) else {
                 logger.warning("a refresh was still running when the shutdown bound ran out; vaultd stops without it")
                 return false
             }
@@ -154,10 +154,11 @@ extension Vault {
         }
         return true
     }
+}
 
-    /// Whether `task` ended before `deadline` (it is not cancelled either way).
-    private static func wait(for task: Task<Result<ReleasedSession, VaultFailure>, Never>,
-                             until deadline: ContinuousClock.Instant) async -> Bool {
+extension Task where Failure == Never {
+    /// Whether the task ended before `deadline` (it is not cancelled either way).
+    func ends(before deadline: ContinuousClock.Instant) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let pending = Locked<CheckedContinuation<Bool, Never>?>(continuation)
             let finish: @Sendable (Bool) -> Void = { ended in
@@ -166,12 +167,12 @@ extension Vault {
                     return c
                 }?.resume(returning: ended)
             }
-            Task.detached {
-                _ = await task.value
+            Task<Void, Never>.detached {
+                _ = await self.value
                 finish(true)
             }
-            Task.detached {
-                try? await Task.sleep(until: deadline, clock: .continuous)
+            Task<Void, Never>.detached {
+                try? await Task<Never, Never>.sleep(until: deadline, clock: .continuous)
                 finish(false)
             }
         }

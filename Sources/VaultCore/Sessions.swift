@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SodiumKit
+import VaultFactor
 import VaultProtocol
 import VaultStore
 
@@ -43,6 +44,19 @@ struct Sessions {
     // MARK: Opening
 
     /// The secret half of a session, opened with `key`.
+    /// What a logout revokes at the providers (RFC 7009): each session's
+    /// refresh token, else its access token; read before the records go.
+    /// Sessions whose provider is gone or whose record does not open are skipped.
+    func revocations(of targets: [(String, SessionTable.Entry)], key: SecureBytes,
+                     providers: any IdentityProviderDirectory) -> [(any IdentityProvider, String, Bool)] {
+        targets.compactMap { id, entry in
+            guard let provider = providers.provider(for: entry.meta),
+                  let secret = try? openSecret(id: id, entry: entry, key: key) else { return nil }
+            if let rt = secret.refreshToken { return (provider, rt, true) }
+            return secret.accessToken.map { (provider, $0, false) }
+        }
+    }
+
     func openSecret(id: String, entry: SessionTable.Entry, key: SecureBytes) throws(VaultFailure) -> SessionSecret {
         try Sessions.openSecret(id: id, entry: entry, key: key, logger: logger)
     }

@@ -293,13 +293,7 @@ extension Vault {
         guard let vk = vaultKey else { throw policy.lockedFailure() }
         let row: KeyslotRow
         do {
-            if d.contribution == .lowEntropySecret {
-                guard let secret = proof.contribution else { throw SodiumError.malformed("missing secret contribution") }
-                row = try Keyslot.makeWrap(id: id.rawValue, factor: id.rawValue, vaultKey: vk, deviceKey: deviceKey,
-                                           secret: secret, cost: config.pinCost, now: Int64(now()))
-            } else {
-                row = try Keyslot.makePresenceRecord(id: id.rawValue, factor: id.rawValue, proof: proof, deviceKey: deviceKey, now: Int64(now()))
-            }
+            row = try Keyslot.make(for: d, proof: proof, vaultKey: vk, deviceKey: deviceKey, cost: config.pinCost, now: Int64(now()))
         } catch {
             logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
             throw .internal()

@@ -252,18 +252,18 @@ public actor Vault {
     /// confined one still may not, having no grant to show.
     func checkImportOver(_ account: String, _ conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
-        if requester.trust == .unidentified {
-            audit.record("import", outcome: "unidentified_app", detail: ["account": .string(account)], requester: requester)
-            throw VaultFailure(.appNotAllowed, message: Messages.unidentifiedApp)
+        let existing = table.id(forAccount: account).flatMap { table.entry($0) }
+        switch ImportCheck(requester: requester, replacing: existing != nil, perApp: config.perApp,
+                           isGranted: { grants.allows($0, account: account) }) {
+        case .allowed:
+            return
+        case .refused(let outcome, let message, let app):
+            audit.record("import", outcome: outcome, detail: AppIdentity.auditDetail(app, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: message)
+        case .ask:
+            break
         }
-        guard let id = table.id(forAccount: account), let entry = table.entry(id) else { return }
-        if let app = requester.app, grants.allows(app, account: account) { return }
-        if !config.perApp, requester.trust == .unconfined { return }
-        guard requester.trust == .unconfined else {
-            if requester.trust == .vaultd { return }
-            audit.record("import", outcome: "not_granted", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
-            throw VaultFailure(.appNotAllowed, message: Messages.importNotYours)
-        }
+        guard let entry = existing else { return }
         let provider = entry.meta.providerName(providers.provider(for: entry.meta))
         let yes: Bool
         do {
@@ -282,18 +282,7 @@ public actor Vault {
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
         let (targets, everything) = try table.logoutTargets(account: account, all: all, requester: requester)
         // Read what must be revoked before the records are gone.
-        var revocations: [(any IdentityProvider, String, Bool)] = []
-        if let vk = vaultKey {
-            for (id, entry) in targets {
-                guard let provider = providers.provider(for: entry.meta),
-                      let secret = try? sessions.openSecret(id: id, entry: entry, key: vk) else { continue }
-                if let rt = secret.refreshToken {
-                    revocations.append((provider, rt, true))
-                } else if let at = secret.accessToken {
-                    revocations.append((provider, at, false))
-                }
-            }
-        }
+        let revocations = vaultKey.map { sessions.revocations(of: targets, key: $0, providers: providers) } ?? []
         var removed = 0
         if everything {
             removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }

@@ -105,6 +105,25 @@ final class BrokerUnitTests: XCTestCase {
         XCTAssertFalse(mine.isManageable(by: Requester(pid: 7, uid: 1000, app: app, unidentified: true)))
     }
 
+    func testAnImportNeverSilentlyReplacesAnotherAppsSession() {
+        let sandboxed = Requester(pid: 7, uid: 1000, app: app)
+        let terminal = Requester(pid: 8, uid: 1000, app: AppIdentity(kind: .executable, name: "/usr/bin/vaultctl"))
+        func check(_ r: Requester, replacing: Bool = true, perApp: Bool = true, granted: Bool = false) -> ImportCheck {
+            ImportCheck(requester: r, replacing: replacing, perApp: perApp, isGranted: { _ in granted })
+        }
+        XCTAssertEqual(check(Requester(pid: 7, uid: 1000, app: app, unidentified: true), replacing: false),
+                       .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp, app: nil),
+                       "an unidentified peer imports nothing, not even a new account")
+        XCTAssertEqual(check(sandboxed, replacing: false), .allowed, "a new account is anyone's to add")
+        XCTAssertEqual(check(sandboxed, granted: true), .allowed, "its own account")
+        XCTAssertEqual(check(sandboxed), .refused(outcome: "not_granted", message: Messages.importNotYours, app: app))
+        XCTAssertEqual(check(sandboxed, perApp: false), .refused(outcome: "not_granted", message: Messages.importNotYours, app: app),
+                       "per_app = false does not let a sandboxed app replace what it cannot show a grant for")
+        XCTAssertEqual(check(terminal), .ask, "an unconfined app is asked about another's account")
+        XCTAssertEqual(check(terminal, perApp: false), .allowed, "with per_app = false no account is any one app's")
+        XCTAssertEqual(check(.inProcess), .allowed)
+    }
+
     // MARK: LoginIdentity
 
     func login(subject: String, nationalID: String?) throws -> VerifiedLogin {
