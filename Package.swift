@@ -184,7 +184,6 @@ let package = Package(
         ], swiftSettings: strict, linkerSettings: vaultdRelease),
         .executableTarget(name: "vaultctl", dependencies: [
             "VaultClient", "VaultProtocol",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
         .executableTarget(name: "vault-fpstub", dependencies: [
             "FingerprintFactor", "DaemonConfig",

@@ -1,4 +1,3 @@
-import ArgumentParser
 import FoundationEssentials
 import VaultClient
 import VaultProtocol
@@ -16,11 +15,12 @@ struct CtlSession {
         return Language(locale: env["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LC_MESSAGES"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LANG"])
     }
 
-    static func open(_ options: CommonOptions) throws -> CtlSession {
+    /// Connects as `--socket` and `--non-interactive` say.
+    static func open(_ options: CLIInvocation) throws -> CtlSession {
         let language = CtlSession.language
         do {
-            let c = try VaultConnection(socketPath: options.socket)
-            try c.hello(client: "vaultctl", language: language, interactive: !options.nonInteractive)
+            let c = try VaultConnection(socketPath: options.value("socket"))
+            try c.hello(client: "vaultctl", language: language, interactive: !options.flag("non-interactive"))
             return CtlSession(connection: c, language: language)
         } catch {
             throw Failure(error: error, language: language)
@@ -56,20 +56,31 @@ struct Failure: Error, CustomStringConvertible {
     }
 }
 
-extension ParsableCommand {
-    /// Runs `body`, printing a failure as its sentence on stderr (and as JSON
-    /// on stdout with `--json`), and exits with the failure's code.
-    func guarded(json: Bool = false, _ body: () throws -> Void) throws {
-        do {
-            try body()
-        } catch let f as Failure {
-            Stdio.error("vaultctl: \(f.description)\n")
-            if json {
-                var o: [String: JSON] = ["code": .string(f.error.code), "message": .string(f.description)]
-                if case .vault(_, _, let extra) = f.error { o.merge(extra) { a, _ in a } }
-                print(JSON.object(["error": .object(o)]).text)
-            }
-            throw ExitCode(f.exitCode)
+/// Runs `body`, printing a failure as its sentence on stderr (and as JSON
+/// on stdout with `--json`), and ends with the failure's exit code.
+func guarded(json: Bool = false, _ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let f as Failure {
+        Stdio.error("vaultctl: \(f.description)\n")
+        if json {
+            var o: [String: JSON] = ["code": .string(f.error.code), "message": .string(f.description)]
+            if case .vault(_, _, let extra) = f.error { o.merge(extra) { a, _ in a } }
+            print(JSON.object(["error": .object(o)]).text)
         }
+        throw Exit(f.exitCode)
+    }
+}
+
+/// A command that reads one op's result: `--json` prints it as it came,
+/// otherwise `show` says it for a person.
+func reading(_ op: String, _ options: CLIInvocation, _ fields: [String: JSON] = [:],
+             show: (CtlSession, JSON) throws -> Void) throws {
+    let json = options.flag("json")
+    try guarded(json: json) {
+        let s = try CtlSession.open(options)
+        let r = try s.call(op, fields)
+        if json { print(r.text); return }
+        try show(s, r)
     }
 }

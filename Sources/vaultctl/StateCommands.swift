@@ -1,17 +1,10 @@
-import ArgumentParser
 import VaultClient
 import VaultProtocol
 
-struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show whether the vault is locked, the accounts, and the unlock methods.")
-    @OptionGroup var common: CommonOptions
-    @OptionGroup var read: ReadOptions
-
-    func run() throws {
-        try guarded(json: read.json) {
-            let s = try CtlSession.open(common)
-            let r = try s.call("status")
-            if read.json { print(r.text); return }
+let status = CLICommand(
+    name: "status", abstract: "Show whether the vault is locked, the accounts, and the unlock methods.",
+    options: commonOptions + readOptions) { options in
+        try reading("status", options) { s, r in
             let locked = r["locked"]?.boolValue ?? true
             s.say(locked ? LocalizedText(en: "Vault: locked", nb: "Hvelv: låst") : LocalizedText(en: "Vault: unlocked", nb: "Hvelv: åpent"))
             let accounts = r["accounts"]?.arrayValue ?? []
@@ -31,80 +24,61 @@ struct Status: ParsableCommand {
             if let warning = r["at_rest"]?.stringValue { print(warning) }
         }
     }
-}
 
-struct Factors: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "factors", abstract: "List the unlock methods and their state.")
-    @OptionGroup var common: CommonOptions
-    @OptionGroup var read: ReadOptions
-
-    func run() throws {
-        try guarded(json: read.json) {
-            let s = try CtlSession.open(common)
-            let r = try s.call("factors")
-            if read.json { print(r.text); return }
-            for f in r["factors"]?.arrayValue ?? [] {
-                print("\(f["factor"]?.stringValue ?? "?")\t\(f["state"]?.stringValue ?? "?")\t\(f["label"]?.stringValue ?? "")")
-            }
+let factors = CLICommand(name: "factors", abstract: "List the unlock methods and their state.",
+                         options: commonOptions + readOptions) { options in
+    try reading("factors", options) { _, r in
+        for f in r["factors"]?.arrayValue ?? [] {
+            print("\(f["factor"]?.stringValue ?? "?")\t\(f["state"]?.stringValue ?? "?")\t\(f["label"]?.stringValue ?? "")")
         }
     }
 }
 
-struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Lock the vault now (the vault key is wiped from memory).")
-    @OptionGroup var common: CommonOptions
-
-    func run() throws {
-        try guarded {
-            let s = try CtlSession.open(common)
-            _ = try s.call("lock")
-            s.say(LocalizedText(en: "The vault is locked.", nb: "Hvelvet er låst."))
-        }
+let lock = CLICommand(name: "lock", abstract: "Lock the vault now (the vault key is wiped from memory).",
+                      options: commonOptions) { options in
+    try guarded {
+        let s = try CtlSession.open(options)
+        _ = try s.call("lock")
+        s.say(LocalizedText(en: "The vault is locked.", nb: "Hvelvet er låst."))
     }
 }
 
-struct Unlock: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the vault with your fingerprint, PIN, or another method.")
-    @OptionGroup var common: CommonOptions
-    @Argument(help: "The method to use (fingerprint, pin, …). Default: the unlock policy's order.")
-    var factor: String?
-
-    func run() throws {
+let unlock = CLICommand(
+    name: "unlock", abstract: "Unlock the vault with your fingerprint, PIN, or another method.", options: commonOptions,
+    arguments: [CLIArgument(name: "factor", help: "The method to use (fingerprint, pin, …). Default: the unlock policy's order.",
+                            optional: true)]) { options in
         try guarded {
-            let s = try CtlSession.open(common)
+            let s = try CtlSession.open(options)
             var fields: [String: JSON] = [:]
-            if let factor { fields["factor"] = .string(factor) }
+            if let factor = options.argument("factor") { fields["factor"] = .string(factor) }
             _ = try s.call("unlock", fields)
             s.say(LocalizedText(en: "The vault is unlocked.", nb: "Hvelvet er låst opp."))
         }
     }
-}
 
-struct Audit: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "audit", abstract: "Show the security event log, or check that nobody changed it.")
-    @OptionGroup var common: CommonOptions
-    @OptionGroup var read: ReadOptions
-    @Flag(help: "Check the log's MAC chain instead of printing it.")
-    var verify = false
-    @Option(help: "How many entries to show (newest last).")
-    var limit: Int = 200
-
-    func run() throws {
-        try guarded(json: read.json) {
-            let s = try CtlSession.open(common)
-            if verify {
+let audit = CLICommand(
+    name: "audit", abstract: "Show the security event log, or check that nobody changed it.",
+    options: commonOptions + readOptions + [
+        .flag("verify", "Check the log's MAC chain instead of printing it."),
+        .value("limit", "limit", "How many entries to show (newest last; default 200)."),
+    ]) { options in
+        let json = options.flag("json")
+        let limit = try options.number("limit", atLeast: 0) ?? 200
+        try guarded(json: json) {
+            let s = try CtlSession.open(options)
+            if options.flag("verify") {
                 let r = try s.call("audit", ["verify": true])
-                if read.json { print(r.text) }
+                if json { print(r.text) }
                 if r["ok"]?.boolValue == true {
-                    if !read.json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
+                    if !json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
                 } else {
                     for text in Audit.problems(r) { Stdio.error("vaultctl: \(text.text(s.language))\n") }
-                    throw ExitCode(1)
+                    throw Exit(1)
                 }
                 return
             }
-            let r = try s.call("audit", ["limit": .int(Int64(limit))])
-            if read.json { print(r.text); return }
+            let r = try s.call("audit", ["limit": .int(limit)])
+            if json { print(r.text); return }
             for e in r["entries"]?.arrayValue ?? [] {
                 let at = e["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0
                 let factor = e["factor"]?.stringValue.map { " \($0)" } ?? ""
@@ -116,6 +90,7 @@ struct Audit: ParsableCommand {
         }
     }
 
+enum Audit {
     /// One sentence per problem `audit verify` reported.
     static func problems(_ r: JSON) -> [LocalizedText] {
         var out: [LocalizedText] = []
