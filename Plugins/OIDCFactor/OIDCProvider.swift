@@ -24,6 +24,16 @@ import VaultFactor
 /// the client secret and returns the provider's token response unchanged, so the
 /// ID token is verified here as usual. Revocation is not attempted in gateway mode.
 ///
+/// Backend mode (`profile.backend`, docs/backend.md): the same requests go to the
+/// organization's backend, which answers with *its own* session and the
+/// provider's ID token passed through. The ID token is verified as usual except
+/// `at_hash` (it names the provider's access token, which only the backend
+/// holds), userinfo is not read (same reason), refreshes go to the backend
+/// whatever the provider does, and logouts are revoked there. The backend's
+/// refusals by its own rules (`access_denied` with `age`, `not_member`,
+/// `membership_ended`) and a reused refresh token (`invalid_grant` with
+/// `reused`) have their own sentences.
+///
 /// Errors (all `VaultFailure`, extras `provider` and `alternatives`):
 /// - person cancelled at the provider (`access_denied`) → `cancelled`, "BankID login was cancelled"
 /// - `server_error` / `temporarily_unavailable`, HTTP 5xx, refused, unreachable,
@@ -42,8 +52,9 @@ public final class OIDCProvider: IdentityProvider {
     public let profile: ProviderProfile
     public var id: String { profile.id }
     public var displayName: String { profile.displayName }
-    public var issuesRefreshTokens: Bool { profile.issuesRefreshTokens }
-    public var provesNationalID: Bool { profile.nationalID != .none }
+    public var issuesRefreshTokens: Bool { profile.refreshes }
+    public var provesNationalID: Bool { profile.nationalIDInReach != .none }
+    public var backendOrigin: String? { profile.backend.flatMap { WebOrigin.of($0.tokenURL) } }
 
     let http: OIDCHTTPClient
     let cache: ProviderCache
@@ -184,7 +195,8 @@ public final class OIDCProvider: IdentityProvider {
 
         let verifierConfig = IDTokenVerifier(
             issuer: profile.issuer, clientID: profile.clientID, trustedAudiences: profile.trustedAudiences,
-            allowedAlgorithms: cache.allowedAlgorithms(metadata), clockSkew: profile.clockSkew)
+            allowedAlgorithms: cache.allowedAlgorithms(metadata), clockSkew: profile.clockSkew,
+            checksAccessTokenHash: profile.backend == nil)
         let idClaims: [String: JSON]
         do {
             idClaims = try await verifierConfig.verify(idToken, nonce: nonce, accessToken: tokens.accessToken,
@@ -199,7 +211,7 @@ public final class OIDCProvider: IdentityProvider {
         let sub = idClaims["sub"]?.stringValue ?? ""
 
         var userClaims: [String: JSON] = [:]
-        if profile.fetchUserinfo {
+        if profile.readsUserinfo {
             userClaims = try await userinfo(metadata: metadata, accessToken: tokens.accessToken, expectedSub: sub)
         }
         return try assemble(idClaims: idClaims, userClaims: userClaims, tokens: tokens)
@@ -289,23 +301,32 @@ public final class OIDCProvider: IdentityProvider {
 
     enum TokenError: Error {
         case transport(OIDCHTTPClient.Failure)
-        case oauth(String)
+        /// An RFC 6749 §5.2 error and, when it is one of the backend's fixed
+        /// words (docs/backend.md, section 5), its `error_description`.
+        case oauth(String, word: BackendWord? = nil)
         case status(Int)
         case malformed(String)
     }
 
+    /// The backend's fixed `error_description` values; any other text from the
+    /// wire is never used.
+    enum BackendWord: String {
+        case age, notMember = "not_member", membershipEnded = "membership_ended", reused
+    }
+
     /// Posts `form` to the token endpoint (with client authentication) or, in
-    /// gateway mode, to the gateway. Redirects are not followed.
-    private func postToToken(_ form: inout [(String, String)], metadata: ProviderMetadata) async throws(TokenError) -> TokenResponse {
+    /// gateway or backend mode, there. Redirects are not followed.
+    private func postToToken(_ form: inout [(String, String)], metadata: ProviderMetadata?) async throws(TokenError) -> TokenResponse {
         var headers: [(String, String)] = [
             ("content-type", "application/x-www-form-urlencoded"),
             ("accept", "application/json"),
         ]
         let url: String
-        if let gateway = profile.gatewayURL {
-            url = gateway
+        if let intermediary = profile.backend?.tokenURL ?? profile.gatewayURL {
+            url = intermediary
             form.append(("client_id", profile.clientID))
         } else {
+            guard let metadata else { throw .transport(.forbiddenURL) }
             url = metadata.tokenEndpoint
             addClientAuthentication(&form, &headers)
         }
@@ -321,7 +342,8 @@ public final class OIDCProvider: IdentityProvider {
         guard response.status == 200 else {
             if response.status >= 500 { throw .status(response.status) }
             if response.status >= 400, response.status != 429, let error = json?["error"]?.stringValue {
-                throw .oauth(error)
+                let word = profile.backend == nil ? nil : json?["error_description"]?.stringValue.flatMap(BackendWord.init)
+                throw .oauth(error, word: word)
             }
             throw .status(response.status)
         }
@@ -366,10 +388,16 @@ public final class OIDCProvider: IdentityProvider {
         switch error {
         case .transport(let f):
             return failures.transport(f, reason: "token endpoint: \(f)")
-        case .oauth(let code):
-            switch code {
-            case "server_error", "temporarily_unavailable":
+        case .oauth(let code, let word):
+            switch (code, word) {
+            case ("server_error", _), ("temporarily_unavailable", _):
                 return failures.unavailable(reason: "token endpoint \(code)")
+            case ("access_denied", .age?):
+                return failures.make(.loginFailed, Messages.backendRefusedAge, reason: "backend: access_denied (age)")
+            case ("access_denied", .notMember?):
+                return failures.make(.loginFailed, Messages.backendRefusedNotMember, reason: "backend: access_denied (not_member)")
+            case ("access_denied", .membershipEnded?):
+                return failures.make(.loginFailed, Messages.backendMembershipEnded, reason: "backend: access_denied (membership_ended)")
             default:
                 return failures.loginFailed(reason: "token endpoint error \(code.prefix(40))")
             }
@@ -393,15 +421,25 @@ public final class OIDCProvider: IdentityProvider {
     /// slow, an answer that cannot be read: the session is kept, and the
     /// sentence says what is wrong (docs/oidc.md, "Error mapping").
     private func mapRefreshError(_ error: TokenError) -> VaultFailure {
-        let name = profile.displayName
+        // With a backend it is the organization's service that renews, not the
+        // provider: named by its host, so nobody is told "Vipps is unavailable"
+        // (and tries BankID) while Vipps is fine.
+        let name = profile.backend.flatMap { URLParts($0.tokenURL)?.host } ?? profile.displayName
         switch error {
-        case .oauth("invalid_grant"):
+        case .oauth("invalid_grant", .reused?):
+            return failures.make(.sessionExpired, Messages.sessionEndedReused, reason: "refresh: invalid_grant (reused)")
+        case .oauth("invalid_grant", _):
             return failures.sessionExpired(reason: "refresh: invalid_grant")
-        case .oauth("server_error"), .oauth("temporarily_unavailable"):
+        // The backend's own rules: its word ends the session, as invalid_grant does.
+        case .oauth("access_denied", .membershipEnded?) where profile.backend != nil:
+            return failures.make(.sessionExpired, Messages.backendMembershipEnded, reason: "refresh: access_denied (membership_ended)")
+        case .oauth("access_denied", _) where profile.backend != nil:
+            return failures.sessionExpired(reason: "refresh: access_denied")
+        case .oauth("server_error", _), .oauth("temporarily_unavailable", _):
             return failures.make(.providerUnavailable, Messages.refreshUnavailable(provider: name), reason: "refresh: provider error")
-        case .oauth(let code) where code == "invalid_client" || code == "unauthorized_client":
+        case .oauth(let code, _) where code == "invalid_client" || code == "unauthorized_client":
             return failures.make(.loginFailed, Messages.refreshClientRefused(provider: name, error: code), reason: "refresh: \(code)")
-        case .oauth(let code):
+        case .oauth(let code, _):
             let known = Self.oauthErrorCodes.contains(code) ? code : nil
             return failures.make(.loginFailed, Messages.refreshRefused(provider: name, error: known),
                                  reason: "refresh: \(known ?? "unknown OAuth error")")
@@ -468,7 +506,7 @@ public final class OIDCProvider: IdentityProvider {
 
         var nationalID: SecureBytes?
         let nationalIDClaim: String?
-        switch profile.nationalID {
+        switch profile.nationalIDInReach {
         case .none: nationalIDClaim = nil
         case .idToken(let claim):
             nationalIDClaim = claim
@@ -499,8 +537,8 @@ public final class OIDCProvider: IdentityProvider {
         let grant = TokenGrant(
             accessToken: tokens.accessToken,
             accessExpiresAt: tokens.expiresIn.map { issuedAt + $0 },
-            refreshToken: profile.issuesRefreshTokens ? tokens.refreshToken : nil,
-            refreshExpiresAt: profile.issuesRefreshTokens ? tokens.refreshExpiresIn.map { issuedAt + $0 } : nil,
+            refreshToken: profile.refreshes ? tokens.refreshToken : nil,
+            refreshExpiresAt: profile.refreshes ? tokens.refreshExpiresIn.map { issuedAt + $0 } : nil,
             idToken: tokens.idToken)
         var verified = VerifiedLogin(provider: profile.id, providerName: profile.displayName, issuer: profile.issuer,
                                      clientID: profile.clientID, subject: subject, name: name, claims: claims,
@@ -524,10 +562,11 @@ public final class OIDCProvider: IdentityProvider {
     // MARK: - Refresh and revoke
 
     public func refresh(refreshToken: String) async throws(VaultFailure) -> TokenGrant {
-        guard profile.issuesRefreshTokens else {
+        guard profile.refreshes else {
             throw failures.sessionExpired(reason: "\(profile.id) issues no refresh tokens")
         }
-        let metadata = try await loadMetadata()
+        // A backend or gateway refreshes without the provider: it need not be up.
+        let metadata = profile.backend == nil && profile.gatewayURL == nil ? try await loadMetadata() : nil
         var form: [(String, String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         let tokens: TokenResponse
         do {
@@ -547,12 +586,22 @@ public final class OIDCProvider: IdentityProvider {
     }
 
     public func revoke(token: String, isRefreshToken: Bool) async -> Bool {
-        guard profile.gatewayURL == nil, let metadata = try? await cache.metadata(),
-              let endpoint = metadata.revocationEndpoint, cache.policy.allows(endpoint) else { return false }
         var form: [(String, String)] = [("token", token),
                                         ("token_type_hint", isRefreshToken ? "refresh_token" : "access_token")]
         var headers: [(String, String)] = [("content-type", "application/x-www-form-urlencoded")]
-        addClientAuthentication(&form, &headers)
+        let endpoint: String
+        if let backend = profile.backend {
+            // The backend's session, revoked at the backend (a public client: client_id only).
+            guard let revocation = backend.revocationURL else { return false }
+            endpoint = revocation
+            form.append(("client_id", profile.clientID))
+        } else {
+            guard profile.gatewayURL == nil, let metadata = try? await cache.metadata(),
+                  let advertised = metadata.revocationEndpoint else { return false }
+            endpoint = advertised
+            addClientAuthentication(&form, &headers)
+        }
+        guard cache.policy.allows(endpoint) else { return false }
         guard let response = try? await http.send(.POST, endpoint, headers: headers,
                                                   body: Array(FormEncoding.encode(form).utf8),
                                                   timeout: profile.requestTimeout, maxBytes: 64 * 1024)

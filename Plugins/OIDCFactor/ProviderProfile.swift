@@ -45,6 +45,20 @@ public struct ProviderProfile: Sendable, Equatable {
         case fixedPort(UInt16, path: String)
     }
 
+    /// The organization's backend: the code and every refresh go to its token
+    /// endpoint, which answers with *its own* session (rotating refresh token)
+    /// and the provider's ID token passed through; every logout goes to its
+    /// revocation endpoint. The person still logs in at the provider.
+    public struct Backend: Sendable, Equatable {
+        public var tokenURL: String
+        /// RFC 7009; nil: logouts stay on this computer.
+        public var revocationURL: String?
+        public init(tokenURL: String, revocationURL: String? = nil) {
+            self.tokenURL = tokenURL
+            self.revocationURL = revocationURL
+        }
+    }
+
     /// Another provider to offer when this one fails.
     public struct Alternative: Sendable, Equatable {
         public var id: String
@@ -71,6 +85,9 @@ public struct ProviderProfile: Sendable, Equatable {
     /// which holds the client secret and answers with the provider's token response.
     /// Refreshes go there too. See `OIDCProvider` for the exact request.
     public var gatewayURL: String?
+    /// The organization's backend (docs/backend.md), which keeps the session
+    /// instead of the provider. Nil: the provider's own session is kept.
+    public var backend: Backend?
 
     // What we ask for
     public var scopes: [String]
@@ -154,6 +171,22 @@ public struct ProviderProfile: Sendable, Equatable {
         self.maxResponseBytes = maxResponseBytes
         self.clockSkew = clockSkew
         self.metadataCacheSeconds = metadataCacheSeconds
+    }
+
+    /// Whether a session can outlive its access token: the provider issues
+    /// refresh tokens, or a backend keeps the session (whatever the provider does:
+    /// Vipps issues none).
+    public var refreshes: Bool { issuesRefreshTokens || backend != nil }
+
+    /// Whether userinfo is read at login. Not with a backend: userinfo needs the
+    /// provider's access token, which only the backend holds.
+    public var readsUserinfo: Bool { fetchUserinfo && backend == nil }
+
+    /// Where the national ID comes from in this setup: a userinfo claim is out
+    /// of reach with a backend (the backend reads it and applies its rules).
+    public var nationalIDInReach: NationalIDSource {
+        if case .userinfo = nationalID, !readsUserinfo { return .none }
+        return nationalID
     }
 
     /// OpenID Connect Discovery §4: issuer + `/.well-known/openid-configuration`.
@@ -264,6 +297,15 @@ extension ProviderProfile {
         if !policy.allows(discoveryURL) { out.append("\(id): discovery URL must be https (http only for a loopback issuer)") }
         if let gatewayURL, !policy.allows(gatewayURL) {
             out.append("\(id): gateway URL must be https (http only for a loopback issuer)")
+        }
+        if let backend {
+            if gatewayURL != nil { out.append("\(id): use either a gateway or a backend, not both") }
+            if !policy.allows(backend.tokenURL) {
+                out.append("\(id): backend URL must be https (http only for a loopback issuer)")
+            }
+            if let revocation = backend.revocationURL, !policy.allows(revocation) {
+                out.append("\(id): backend_revocation URL must be https (http only for a loopback issuer)")
+            }
         }
         if !scopes.contains("openid") { out.append("\(id): scopes must include openid") }
         switch redirect {

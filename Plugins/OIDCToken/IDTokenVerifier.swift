@@ -28,14 +28,20 @@ package struct IDTokenVerifier: Sendable {
     package var trustedAudiences: Set<String>
     package var allowedAlgorithms: Set<SigningAlgorithm>
     package var clockSkew: Int64
+    /// False when the access token beside the ID token is not the provider's:
+    /// an organization's backend answers with its own session and passes the
+    /// provider's ID token through (docs/backend.md), so `at_hash` names a token
+    /// only the backend holds and cannot be checked here.
+    package var checksAccessTokenHash: Bool
 
     package init(issuer: String, clientID: String, trustedAudiences: Set<String>, allowedAlgorithms: Set<SigningAlgorithm>,
-                 clockSkew: Int64) {
+                 clockSkew: Int64, checksAccessTokenHash: Bool = true) {
         self.issuer = issuer
         self.clientID = clientID
         self.trustedAudiences = trustedAudiences
         self.allowedAlgorithms = allowedAlgorithms
         self.clockSkew = clockSkew
+        self.checksAccessTokenHash = checksAccessTokenHash
     }
 
     package enum Failure: Error {
@@ -157,7 +163,7 @@ package struct IDTokenVerifier: Sendable {
             }
         }
 
-        if let atHash = claims["at_hash"] {
+        if checksAccessTokenHash, let atHash = claims["at_hash"] {
             guard let accessToken, let got = atHash.stringValue else { throw .invalid("at_hash") }
             guard constantTimeEquals(got, IDTokenVerifier.tokenHash(accessToken, algorithm: algorithm)) else {
                 throw .invalid("at_hash mismatch")

@@ -64,8 +64,14 @@ public struct FileConfig: Codable, Sendable {
         public var client_secret: String?
         /// basic (default) | post
         public var client_auth: String?
-        /// Gateway mode: the backend that holds the client secret.
+        /// Gateway mode: a token proxy that holds the client secret and
+        /// returns the provider's token response unchanged.
         public var gateway: String?
+        /// The organization's backend token endpoint (docs/backend.md): it
+        /// receives the code and every refresh and keeps its own session.
+        public var backend: String?
+        /// The backend's RFC 7009 revocation endpoint, told of every logout.
+        public var backend_revocation: String?
         /// A fixed loopback port, for providers that need the exact redirect URI registered.
         public var redirect_port: Int?
         public var redirect_path: String?

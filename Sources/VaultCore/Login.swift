@@ -13,10 +13,24 @@ extension Vault {
         public var name: String
         /// A login with it can unlock this vault (its login slot exists).
         public var unlocks: Bool
+        /// The organization's backend that keeps its sessions (an origin), if any.
+        public var backend: String?
+        /// Who keeps the session, for a person: the backend, or that the
+        /// session ends with the access token. Nil: the provider's own refresh.
+        public var sessionNote: LocalizedText?
     }
 
     public func providerStatuses() -> [ProviderStatus] {
-        providers.loginProviders.map { ProviderStatus(id: $0.id, name: $0.displayName, unlocks: canUnlock($0)) }
+        providers.loginProviders.map { p in
+            let note: LocalizedText? = if let origin = p.backendOrigin {
+                Messages.sessionKeptByBackend(origin: origin)
+            } else if !p.issuesRefreshTokens {
+                Messages.sessionLastsOnlyAccessToken(provider: p.displayName)
+            } else {
+                nil
+            }
+            return ProviderStatus(id: p.id, name: p.displayName, unlocks: canUnlock(p), backend: p.backendOrigin, sessionNote: note)
+        }
     }
 
     func canUnlock(_ provider: any IdentityProvider) -> Bool {

@@ -7,8 +7,13 @@ public protocol IdentityProvider: Sendable {
     var id: String { get }
     /// "BankID", "Vipps", "ID-porten": for messages and choices.
     var displayName: String { get }
-    /// Vipps issues no refresh tokens: its session ends with the access token.
+    /// Whether a session can outlive its access token. Vipps issues no refresh
+    /// tokens, so without the organization's backend its session ends with the
+    /// access token.
     var issuesRefreshTokens: Bool { get }
+    /// The origin of the organization's backend that keeps this provider's
+    /// sessions (docs/backend.md), or nil when the provider's own are kept.
+    var backendOrigin: String? { get }
     /// Whether a login proves a national identity number (BankID, Vipps,
     /// ID-porten do). Such logins can open the person's login slot whichever
     /// of these providers the person uses.
@@ -49,6 +54,7 @@ public protocol IdentityProvider: Sendable {
 
 extension IdentityProvider {
     public var provesNationalID: Bool { false }
+    public var backendOrigin: String? { nil }
     public var reenrollMinimumACR: String? { nil }
     public func login(_ conversation: any FactorConversation, options: LoginOptions) async throws(VaultFailure) -> VerifiedLogin {
         try await login(conversation)

@@ -289,6 +289,44 @@ public enum Messages {
         en: "Another login is already waiting in your browser. Finish or close it, then try again",
         nb: "En annen innlogging venter allerede i nettleseren. Fullfør eller lukk den, og prøv igjen")
 
+    // The organization's backend (docs/backend.md, section 5): its refusals by
+    // its own rules, named by a fixed `error_description`, never by wire text.
+
+    /// `access_denied` / `age`: the person is under the organization's age limit.
+    public static let backendRefusedAge = LocalizedText(
+        en: "Your organization's service is only for people aged 18 or over, so the login was refused. If this is wrong, contact your organization",
+        nb: "Tjenesten til organisasjonen din er bare for personer som er 18 år eller eldre, så innloggingen ble avvist. Hvis dette er feil, kontakt organisasjonen din")
+
+    /// `access_denied` / `not_member`: no member record for the person.
+    public static let backendRefusedNotMember = LocalizedText(
+        en: "Your organization has no membership for you, so the login was refused. Contact your organization to become a member",
+        nb: "Organisasjonen din har ikke noe medlemskap registrert på deg, så innloggingen ble avvist. Kontakt organisasjonen din for å bli medlem")
+
+    /// `access_denied` / `membership_ended`, at login or at a refresh (the session ends).
+    public static let backendMembershipEnded = LocalizedText(
+        en: "Your membership has ended, so your organization's service is closed to you. Contact your organization if this is wrong",
+        nb: "Medlemskapet ditt er avsluttet, så tjenesten til organisasjonen din er stengt for deg. Kontakt organisasjonen din hvis dette er feil")
+
+    /// `invalid_grant` / `reused` at a refresh: the backend saw this session's
+    /// refresh token used twice, so a copy exists elsewhere and it ended the session.
+    public static let sessionEndedReused = LocalizedText(
+        en: "Your session was ended for your safety, because it was also used from somewhere else. Please log in again",
+        nb: "Økten din ble avsluttet av sikkerhetshensyn, fordi den også ble brukt fra et annet sted. Logg inn på nytt")
+
+    /// The status line of a provider whose session cannot outlive its access
+    /// token (Vipps without the organization's backend).
+    public static func sessionLastsOnlyAccessToken(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "A \(provider) session lasts only as long as \(provider)'s access token (minutes), so you will often log in with \(provider) again. Your organization can set up its service to keep your session; ask them",
+            nb: "En \(provider)-økt varer bare så lenge tilgangsnøkkelen fra \(provider) varer (minutter), så du må ofte logge inn med \(provider) igjen. Organisasjonen din kan sette opp tjenesten sin slik at den tar vare på økten din; spør dem")
+    }
+
+    /// The status line of a provider whose sessions the organization's backend keeps.
+    public static func sessionKeptByBackend(origin: String) -> LocalizedText {
+        LocalizedText(en: "Sessions are kept by your organization's service at \(origin)",
+                      nb: "Øktene tas vare på av tjenesten til organisasjonen din på \(origin)")
+    }
+
     // Renewing a session (refresh). Only the provider's `invalid_grant` ends a
     // session ("Your session has expired"); every other failure keeps it, and
     // these sentences say what went wrong. `error` is the provider's OAuth

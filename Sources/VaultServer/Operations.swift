@@ -24,7 +24,10 @@ extension RequestHandler {
                 }),
                 "factors": .array(factors.map { $0.json(language) }),
                 "providers": .array(await vault.providerStatuses().map { p in
-                    ["provider": .string(p.id), "name": .string(p.name), "unlocks": .bool(p.unlocks)]
+                    var o: [String: JSON] = ["provider": .string(p.id), "name": .string(p.name), "unlocks": .bool(p.unlocks)]
+                    if let backend = p.backend { o["backend"] = .string(backend) }
+                    if let note = p.sessionNote { o["session"] = .string(note.text(language)) }
+                    return .object(o)
                 }),
             ]
             if let warning = await vault.atRestWarning() { result["at_rest"] = .string(warning.text(language)) }

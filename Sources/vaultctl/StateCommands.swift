@@ -21,6 +21,14 @@ let status = CLICommand(
             for f in r["factors"]?.arrayValue ?? [] {
                 print("  \(f["label"]?.stringValue ?? f["factor"]?.stringValue ?? "?")")
             }
+            let providers = r["providers"]?.arrayValue ?? []
+            if !providers.isEmpty {
+                s.say(LocalizedText(en: "Login providers:", nb: "Innloggingstjenester:"))
+                for p in providers {
+                    print("  \(p["name"]?.stringValue ?? p["provider"]?.stringValue ?? "?")")
+                    if let note = p["session"]?.stringValue { print("    \(note)") }
+                }
+            }
             if let warning = r["at_rest"]?.stringValue { print(warning) }
         }
     }

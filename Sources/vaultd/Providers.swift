@@ -92,6 +92,11 @@ final class ProviderDirectory: IdentityProviderDirectory {
             }
             if let d = t.display_name { profile.displayName = d }
             profile.gatewayURL = t.gateway
+            if let token = t.backend {
+                profile.backend = .init(tokenURL: token, revocationURL: t.backend_revocation)
+            } else if t.backend_revocation != nil {
+                problems.append("providers.\(name): backend_revocation needs backend")
+            }
             if let port = t.redirect_port {
                 guard let p = UInt16(exactly: port), p > 0 else {
                     problems.append("providers.\(name): redirect_port must be 1–65535")

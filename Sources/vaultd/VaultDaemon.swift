@@ -36,7 +36,7 @@ struct VaultDaemon: AsyncParsableCommand {
     @Option(help: "Data directory (default: $XDG_DATA_HOME/sessionvault, or SESSIONVAULT_DATA_DIR).")
     var dataDir: String?
 
-    @Option(help: "Config file (default: $XDG_CONFIG_HOME/sessionvault/config.toml, or SESSIONVAULT_CONFIG).")
+    @Option(help: "Your config file (default: $XDG_CONFIG_HOME/sessionvault/config.toml, or SESSIONVAULT_CONFIG), read over the organization's /etc/sessionvault/config.toml (or SESSIONVAULT_SYSTEM_CONFIG).")
     var config: String?
 
     @Option(help: "Where the device key lives: secret-service (default) or file (a 0600 file; weaker).")
@@ -57,9 +57,13 @@ struct VaultDaemon: AsyncParsableCommand {
         Hardening.raiseDescriptorLimit()
         let language = Language(locale: Paths.env("LC_ALL") ?? Paths.env("LC_MESSAGES") ?? Paths.env("LANG"))
 
+        // The organization's file under the person's (ConfigLayers says which wins).
         let file: FileConfig
+        let overridden: [String]
         do {
-            file = try FileConfig.load(path: config ?? Paths.defaultConfigFile())
+            let organization = try FileConfig.load(path: ConfigLayers.systemFile())
+            let person = try FileConfig.load(path: config ?? Paths.defaultConfigFile())
+            (file, overridden) = ConfigLayers.merge(organization: organization, person: person)
         } catch {
             Self.fail(Messages.configInvalid, detail: error.detail, language: language, code: 2)
         }
@@ -70,6 +74,10 @@ struct VaultDaemon: AsyncParsableCommand {
             return h
         }
         let logger = Logger(label: "vaultd")
+        if !overridden.isEmpty {
+            logger.notice("the organization's settings are used instead of yours for: \(overridden.joined(separator: ", "))",
+                          metadata: ["system_config": "\(ConfigLayers.systemFile())"])
+        }
 
         let dataDir = Paths.dataDir(flag: dataDir, config: file)
         let socketPath = socket ?? Paths.env("SESSIONVAULT_SOCKET") ?? file.socket ?? Paths.defaultSocket()

@@ -500,6 +500,93 @@ final class FlowTests: XCTestCase, @unchecked Sendable {
         XCTAssertFalse(revoked, "no revocation in gateway mode")
     }
 
+    /// Backend mode (docs/backend.md): the backend exchanges the code, answers
+    /// with its own tokens and the provider's ID token (whose at_hash names the
+    /// provider's access token), refreshes whatever the provider does (Vipps:
+    /// none), and hears the logout; its own refusals have their own sentences.
+    func testBackendMode() async throws {
+        try await useVipps()
+        let backendRequests = Locked<[StubRequest]>([])
+        let answers = Locked<[StubReply]>([])   // queued answers for refreshes; empty: a fresh rotation
+        stub.server.route("POST /backend/token") { request in
+            backendRequests.withLock { $0.append(request) }
+            XCTAssertNil(request.form["client_secret"])
+            XCTAssertEqual(request.form["client_id"], "client-1")
+            if request.form["grant_type"] == "authorization_code" {
+                // The backend's own exchange (the stub stands in for the provider).
+                let upstream = await self.stub.server.dispatch(StubRequest(method: "POST", path: "/token", query: [:],
+                                                                           headers: request.headers, body: request.body))
+                guard case .json(200, let body) = upstream, let idToken = body["id_token"] else { return upstream }
+                return .json(200, ["access_token": "backend-at-1", "token_type": "Bearer", "expires_in": 900,
+                                   "refresh_token": "backend-rt-1", "refresh_expires_in": 604_800, "id_token": idToken])
+            }
+            if let queued = answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return queued }
+            return .json(200, ["access_token": "backend-at-2", "token_type": "Bearer", "expires_in": 900,
+                               "refresh_token": "backend-rt-2", "refresh_expires_in": 500_000])
+        }
+        stub.server.route("POST /backend/revoke") { request in
+            backendRequests.withLock { $0.append(request) }
+            return .json(200, [:])
+        }
+        let provider = vipps {
+            $0.backend = .init(tokenURL: self.stub.issuer + "/backend/token", revocationURL: self.stub.issuer + "/backend/revoke")
+        }
+        XCTAssertTrue(provider.issuesRefreshTokens, "the backend keeps a Vipps session")
+        XCTAssertEqual(provider.backendOrigin, WebOrigin.of(stub.issuer))
+        XCTAssertFalse(provider.provesNationalID, "Vipps' nin is in userinfo, which only the backend can read")
+
+        let login = try await provider.login(BrowserConversation(action: loggingIn(stub)))
+        XCTAssertEqual(login.tokens.accessToken, "backend-at-1")
+        XCTAssertEqual(login.tokens.refreshToken, "backend-rt-1")
+        XCTAssertNotNil(login.tokens.refreshExpiresAt)
+        XCTAssertEqual(login.subject, "vipps-sub-1")
+        XCTAssertNil(login.nationalID)
+        XCTAssertEqual(stub.server.requests("GET /userinfo").count, 0, "userinfo needs the provider's token")
+
+        let grant = try await provider.refresh(refreshToken: "backend-rt-1")
+        XCTAssertEqual(grant.accessToken, "backend-at-2")
+        XCTAssertEqual(grant.refreshToken, "backend-rt-2", "the rotated refresh token")
+        XCTAssertEqual(backendRequests.withLock { $0.last?.form["refresh_token"] }, "backend-rt-1")
+
+        answers.withLock { $0 = [.json(400, ["error": "invalid_grant", "error_description": "reused"])] }
+        let reused = await assertFailure(.sessionExpired) { () async throws(VaultFailure) in
+            _ = try await provider.refresh(refreshToken: "backend-rt-2")
+        }
+        XCTAssertEqual(reused?.message, Messages.sessionEndedReused)
+        answers.withLock { $0 = [.json(400, ["error": "access_denied", "error_description": "membership_ended"])] }
+        let ended = await assertFailure(.sessionExpired) { () async throws(VaultFailure) in
+            _ = try await provider.refresh(refreshToken: "backend-rt-2")
+        }
+        XCTAssertEqual(ended?.message, Messages.backendMembershipEnded)
+        // Free text from the wire is never a sentence: an unknown word is the general one.
+        answers.withLock { $0 = [.json(400, ["error": "invalid_grant", "error_description": "Your token is <b>bad</b>"])] }
+        let plain = await assertFailure(.sessionExpired) { () async throws(VaultFailure) in
+            _ = try await provider.refresh(refreshToken: "backend-rt-2")
+        }
+        XCTAssertEqual(plain?.message, Messages.standard(.sessionExpired))
+
+        let revoked = await provider.revoke(token: "backend-rt-2", isRefreshToken: true)
+        XCTAssertTrue(revoked)
+        let revocation = try XCTUnwrap(backendRequests.withLock { $0.last })
+        XCTAssertEqual(revocation.path, "/backend/revoke")
+        XCTAssertEqual(revocation.form["token"], "backend-rt-2")
+        XCTAssertEqual(revocation.form["client_id"], "client-1")
+        XCTAssertEqual(stub.server.requests("POST /token").count, 1, "the provider saw the code exchange only")
+    }
+
+    /// The backend's age rule at login: its sentence, not "Login failed".
+    func testBackendRefusalByItsOwnRuleHasItsSentence() async throws {
+        try await useVipps()
+        stub.server.route("POST /backend/token") { _ in .json(400, ["error": "access_denied", "error_description": "age"]) }
+        let provider = vipps { $0.backend = .init(tokenURL: self.stub.issuer + "/backend/token") }
+        let failure = await assertFailure(.loginFailed) { () async throws(VaultFailure) in
+            _ = try await provider.login(BrowserConversation(action: loggingIn(self.stub)))
+        }
+        XCTAssertEqual(failure?.message, Messages.backendRefusedAge)
+        let revoked = await provider.revoke(token: "t", isRefreshToken: true)
+        XCTAssertFalse(revoked, "no revocation endpoint configured")
+    }
+
     func testNonInteractiveClient() async throws {
         final class Silent: FactorConversation {
             let language = Language.en

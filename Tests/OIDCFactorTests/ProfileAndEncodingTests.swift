@@ -54,6 +54,15 @@ final class ProfileAndEncodingTests: XCTestCase {
         XCTAssertEqual(local.problems(), [], "plain http is fine on loopback")
         local.gatewayURL = "http://127.0.0.1:9000/exchange"
         XCTAssertEqual(local.problems(), [])
+        local.backend = .init(tokenURL: "http://127.0.0.1:9000/vipps/token", revocationURL: "http://127.0.0.1:9000/vipps/revoke")
+        XCTAssertEqual(local.problems(), ["t: use either a gateway or a backend, not both"])
+        local.gatewayURL = nil
+        XCTAssertEqual(local.problems(), [])
+        var remote = ProviderProfile.vipps(.production, clientID: "c")
+        remote.backend = .init(tokenURL: "http://members.example.org/vipps/token", revocationURL: "http://members.example.org/vipps/revoke")
+        XCTAssertEqual(remote.problems().count, 2, "a backend is https: \(remote.problems())")
+        XCTAssertFalse(ProviderProfile.vipps(.production, clientID: "c").refreshes, "Vipps alone: no refresh")
+        XCTAssertTrue(remote.refreshes, "Vipps with a backend: the backend refreshes")
     }
 
     func testMessagesAreTheRequiredSentences() {

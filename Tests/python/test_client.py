@@ -65,6 +65,8 @@ class Vaultd:
         env = dict(os.environ)
         env.pop("SESSIONVAULT_SOCKET", None)
         env.pop("SESSIONVAULT_DATA_DIR", None)
+        # The organization's file: none (never the machine's /etc/sessionvault).
+        env["SESSIONVAULT_SYSTEM_CONFIG"] = os.path.join(self.dir, "system-config.toml")
         try:
             self.proc = subprocess.Popen(
                 [VAULTD, "--keyring=file", "--data-dir", os.path.join(self.dir, "data"),

@@ -27,15 +27,16 @@ final class MockOIDCProvider {
     }
 }
 
-/// Starts `Tests/providers/SCRIPT` with the venv's Python and waits for its
-/// READY line; returns the process and its issuer URL.
-func startPythonProvider(_ script: String, _ arguments: [String], timeout: Double) throws -> (Process, String) {
+/// Starts `DIRECTORY/SCRIPT` (Tests/providers unless told) with the venv's
+/// Python and waits for its READY line; returns the process and its URL.
+func startPythonProvider(_ script: String, _ arguments: [String], timeout: Double,
+                         directory: String = "Tests/providers") throws -> (Process, String) {
     guard let python = TestProvider.python else {
         throw cannotRunHere("the provider venv is missing: run scripts/provider-venv (scripts/test does)")
     }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: python)
-    p.arguments = [repositoryRoot + "/Tests/providers/" + script] + arguments
+    p.arguments = [repositoryRoot + "/" + directory + "/" + script] + arguments
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice

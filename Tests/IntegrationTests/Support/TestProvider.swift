@@ -48,40 +48,13 @@ final class TestProvider {
     /// POSTs or GETs the admin API; returns the parsed answer.
     @discardableResult
     func admin(_ path: String, _ body: JSON? = nil) throws -> JSON {
-        let url = try XCTUnwrap(URL(string: issuer + "/_admin/" + path))
-        var request = URLRequest(url: url, timeoutInterval: 10)
-        if let body {
-            request.httpMethod = "POST"
-            request.httpBody = Data(body.serialized())
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let result = Locked<Result<Data, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: request) { data, _, error in
-            result.withLock { $0 = error.map { .failure($0) } ?? .success(data ?? Data()) }
-            done.signal()
-        }.resume()
-        guard done.wait(timeout: .now() + 15) == .success, let r = result.withLock({ $0 }) else {
-            throw IntegrationError("admin \(path) timed out")
-        }
-        return try JSON.parse(Array(try r.get()))
+        let (_, answer) = try loopbackHTTP(issuer + "/_admin/" + path, json: body)
+        return try XCTUnwrap(answer, "admin \(path): no JSON answer")
     }
 
     /// GET /userinfo with a bearer token, as an app would; returns the status and the parsed body.
     func userinfo(accessToken: String) throws -> (status: Int, body: JSON?) {
-        let url = try XCTUnwrap(URL(string: issuer + "/userinfo"))
-        var request = URLRequest(url: url, timeoutInterval: 10)
-        request.setValue("Bearer " + accessToken, forHTTPHeaderField: "Authorization")
-        let result = Locked<(Int, Data)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: request) { data, response, _ in
-            result.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()) }
-            done.signal()
-        }.resume()
-        guard done.wait(timeout: .now() + 15) == .success, let (status, data) = result.withLock({ $0 }) else {
-            throw IntegrationError("userinfo timed out")
-        }
-        return (status, try? JSON.parse(Array(data)))
+        try loopbackHTTP(issuer + "/userinfo", bearer: accessToken)
     }
 
     func behave(_ behaviours: JSON) throws { try admin("behavior", behaviours) }
@@ -91,4 +64,39 @@ final class TestProvider {
     func configTable(name: String? = nil, extra: String = "") -> String {
         "[providers.\(name ?? profile)]\nprofile = \"\(profile)\"\nissuer = \"\(issuer)\"\nclient_id = \"\(clientID)\"\n\(extra)\n"
     }
+}
+
+/// One HTTP request to a test server on 127.0.0.1: a GET, or a POST of `json`
+/// or of a form. Returns the status and the parsed JSON answer (nil when the
+/// body is not JSON).
+func loopbackHTTP(_ address: String, json: JSON? = nil, form: [(String, String)]? = nil,
+                  bearer: String? = nil) throws -> (status: Int, body: JSON?) {
+    let url = try XCTUnwrap(URL(string: address))
+    var request = URLRequest(url: url, timeoutInterval: 10)
+    if let json {
+        request.httpMethod = "POST"
+        request.httpBody = Data(json.serialized())
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    } else if let form {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let body = form.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.joined(separator: "&").utf8)
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+    }
+    if let bearer { request.setValue("Bearer " + bearer, forHTTPHeaderField: "Authorization") }
+    let result = Locked<Result<(Int, Data), any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    URLSession.shared.dataTask(with: request) { data, response, error in
+        result.withLock {
+            $0 = error.map { .failure($0) } ?? .success(((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()))
+        }
+        done.signal()
+    }.resume()
+    guard done.wait(timeout: .now() + 15) == .success, let r = result.withLock({ $0 }) else {
+        throw IntegrationError("\(address) did not answer in 15 s")
+    }
+    let (status, data) = try r.get()
+    return (status, try? JSON.parse(Array(data)))
 }

@@ -66,6 +66,8 @@ final class VaultdProcess {
     var pid: Int32 { process?.processIdentifier ?? 0 }
     var isRunning: Bool { process?.isRunning ?? false }
     var storePath: String { dataDir + "/vault.sqlite" }
+    /// The organization's config file (ConfigLayers), absent unless a test writes it.
+    var systemConfigPath: String { root + "/system-config.toml" }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Creates the temp dir and writes the config. Does not start vaultd.
@@ -113,6 +115,8 @@ final class VaultdProcess {
         var e = childEnvironment([
             "HOME": root + "/home", "XDG_CONFIG_HOME": root + "/xdg-config", "XDG_DATA_HOME": root + "/xdg-data",
             "XDG_RUNTIME_DIR": root + "/xdg-runtime",
+            // The organization's file: none unless a test writes one (never the machine's /etc).
+            "SESSIONVAULT_SYSTEM_CONFIG": systemConfigPath,
         ])
         for (k, v) in env { e[k] = v }
         for (k, v) in more { e[k] = v }
