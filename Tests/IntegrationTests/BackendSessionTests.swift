@@ -15,9 +15,9 @@ final class BackendSessionTests: OIDCTestCase {
     /// the provider and its backend in the system-wide file
     /// (/etc/sessionvault/config.toml's stand-in), and the person's own file
     /// trying to send the login elsewhere, which must not count.
-    func setUpBackend(accessTTL: Int = 30) throws -> (TestProvider, TestBackend, VaultdProcess) {
+    func setUpBackend(accessTTL: Int = 30, rotationGrace: Int = 0) throws -> (TestProvider, TestBackend, VaultdProcess) {
         let vipps = try startProvider("vipps", arguments: ["--client-secret", Self.secret])
-        let backend = try TestBackend(upstream: vipps, secret: Self.secret, accessTTL: accessTTL)
+        let backend = try TestBackend(upstream: vipps, secret: Self.secret, accessTTL: accessTTL, rotationGrace: rotationGrace)
         backends.append(backend)
         let decoy = "[providers.vipps]\nprofile = \"vipps\"\nissuer = \"http://127.0.0.1:9/\"\nclient_id = \"decoy\"\n"
         let v = try makeVaultd(config: config([decoy]))
@@ -34,8 +34,8 @@ final class BackendSessionTests: OIDCTestCase {
         super.tearDown()
     }
 
-    func loggedInThroughBackend(accessTTL: Int = 30) throws -> (TestProvider, TestBackend, VaultdProcess, String) {
-        let (vipps, backend, v) = try setUpBackend(accessTTL: accessTTL)
+    func loggedInThroughBackend(accessTTL: Int = 30, rotationGrace: Int = 0) throws -> (TestProvider, TestBackend, VaultdProcess, String) {
+        let (vipps, backend, v) = try setUpBackend(accessTTL: accessTTL, rotationGrace: rotationGrace)
         let r = login(v, "vipps")
         XCTAssertEqual(r.exit, 0, "a Vipps login through the backend: \(r)")
         let token = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)")
@@ -126,6 +126,38 @@ final class BackendSessionTests: OIDCTestCase {
         // The thief's new token died with the family.
         let thiefAccess = try XCTUnwrap(answer?["access_token"]?.stringValue)
         XCTAssertEqual(try backend.me(thiefAccess).status, 401, "the whole family ended")
+    }
+
+    /// `kill -9` of vaultd at each step of a refresh at the backend: while the
+    /// backend holds the request, after it rotated but before its answer
+    /// arrived (the new refresh token existed only in the killed process), and
+    /// after vaultd stored it. With the backend's rotation overlap
+    /// (docs/backend.md, section 2) no session is lost and the backend never
+    /// sees a reused token.
+    func testKill9AtEachStepOfARefreshLosesNoSession() throws {
+        let (_, backend, v, _) = try loggedInThroughBackend(accessTTL: 2, rotationGrace: 30)
+        for step in ["before", "after"] {
+            try backend.admin("behavior", ["slow_refresh": [step: 3]])
+            let app = ctl(v, ["token"], timeout: 1)   // the app gives up; vaultd still waits for the backend
+            XCTAssertNotEqual(app.exit, 0, "\(step): the refresh was held: \(app)")
+            v.kill9()
+            try backend.admin("behavior", ["slow_refresh": .object([:])])
+            Thread.sleep(forTimeInterval: 3)   // the held request ends at the backend (it rotates there)
+            try v.start()
+            let r = ctl(v, ["token"])
+            XCTAssertEqual(r.exit, 0, "\(step): the session survived the kill: \(r)")
+            XCTAssertEqual(try backend.me(r.out.trimmingCharacters(in: .whitespacesAndNewlines)).status, 200, step)
+        }
+        // After vaultd stored the rotated token and answered.
+        XCTAssertEqual(ctl(v, ["token"]).exit, 0)
+        v.kill9()
+        try v.start()
+        let last = ctl(v, ["token"])
+        XCTAssertEqual(last.exit, 0, "after a stored rotation: \(last)")
+        XCTAssertEqual(try sessions(v).count, 1)
+        let stats = try backend.stats()
+        XCTAssertEqual(int(stats["reuse_detected"]), 0, "a refresh token was used after its successor: \(stats.text)")
+        XCTAssertEqual(try backend.sessions().first?["revoked_at"], JSON.null, "the backend's session is alive")
     }
 
     /// Backend down: the session is kept, with the sentence that says so; back up: it works.

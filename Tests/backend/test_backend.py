@@ -548,6 +548,34 @@ class TestSeparateBackends(Case):
         self.assertEqual(request("POST", f"{self.base}/_admin/clock", body=b'{"advance": 1}',
                                  headers={"Content-Type": "application/json"}).status, 404)
 
+    def test_rotation_grace_lets_a_lost_answer_be_retried_and_nothing_more(self):
+        """--rotation-grace: the owner whose answer was lost (vaultd killed after the
+        backend rotated) may use the previous token again while its successor is unused;
+        the successor then dies, and any later use of a rotated-away token is reuse."""
+        p, self.base = start_backend("--rotation-grace", "30", "--no-admin")
+        self.addCleanup(stop, p)
+        _, tok = self.login("bankid", "kari")
+        rt0 = tok["refresh_token"]
+        lost = self.refresh("bankid", rt0).json()          # the answer vaultd never saw
+        again = self.refresh("bankid", rt0)                 # after its restart
+        self.assertEqual(again.status, 200, again.body)
+        again = again.json()
+        self.assertNotEqual(again["refresh_token"], lost["refresh_token"])
+        self.assertEqual(self.me(again["access_token"]).status, 200)
+        # The lost successor is dead, and its use now ends the family.
+        self.assert_error(self.refresh("bankid", lost["refresh_token"]), "invalid_grant", description="reused")
+        self.assert_error(self.refresh("bankid", again["refresh_token"]), "invalid_grant")
+
+    def test_rotation_grace_never_covers_a_token_whose_successor_was_used(self):
+        p, self.base = start_backend("--rotation-grace", "30", "--no-admin")
+        self.addCleanup(stop, p)
+        _, tok = self.login("bankid", "ola")
+        rt0 = tok["refresh_token"]
+        one = self.refresh("bankid", rt0).json()
+        two = self.refresh("bankid", one["refresh_token"]).json()
+        self.assert_error(self.refresh("bankid", rt0), "invalid_grant", description="reused")
+        self.assert_error(self.refresh("bankid", two["refresh_token"]), "invalid_grant")
+
     def test_discovery_must_name_the_configured_issuer(self):
         p, base = start(BACKEND, "--upstream", upstream_arg("vipps").replace(",", "/,", 1))
         self.addCleanup(stop, p)

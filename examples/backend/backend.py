@@ -9,7 +9,7 @@ and hands out its own session: an opaque access token and a rotating refresh tok
 stored only as SHA-256 hashes.
 
     python backend.py --upstream NAME=ISSUER,CLIENT_ID,CLIENT_SECRET [--upstream ...]
-        [--port 0] [--db PATH] [--access-ttl 900] [--session-days 7] [--rate-limit 60]
+        [--port 0] [--db PATH] [--access-ttl 900] [--rotation-grace 0] [--session-days 7] [--rate-limit 60]
         [--require-members FILE] [--watch-pid PID] [--idle-exit SECONDS] [--no-admin]
         [--issued-log FILE]   (tests: every token handed out, for the secrets scan)
 
@@ -146,7 +146,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     client_id  TEXT NOT NULL,            -- a refresh token works only for its own client
     issued_at  INTEGER NOT NULL,
     expires_at INTEGER NOT NULL,
-    used_at    INTEGER                     -- a refresh token's rotation; a second use is theft
+    used_at    INTEGER,                    -- a refresh token's rotation; a second use is theft
+    replaced_by TEXT                       -- the hash of the refresh token its rotation gave
 );
 CREATE INDEX IF NOT EXISTS tokens_by_session ON tokens(session_id);
 """
@@ -156,12 +157,13 @@ class Store:
     """All database work. One connection behind one lock: a rotation (read, mark used,
     issue the successor) is then atomic, and SQLite serializes writers anyway."""
 
-    def __init__(self, path: str, access_ttl: int):
+    def __init__(self, path: str, access_ttl: int, rotation_grace: int = 0):
         self.db = sqlite3.connect(path, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.executescript(SCHEMA)
         self.lock = threading.Lock()
         self.access_ttl = access_ttl
+        self.rotation_grace = rotation_grace
 
     def _grant(self, session_id: str, client_id: str, now: int, session_end: int) -> dict:
         """A new access token and refresh token for the session; neither outlives it."""
@@ -194,7 +196,7 @@ class Store:
                 " WHERE t.hash = ? AND t.kind = 'refresh'", (sha256_hex(refresh_token),)).fetchone()
             if row is None or row["provider"] != provider or row["client_id"] != client_id:
                 return None, "unknown"
-            if row["used_at"] is not None:
+            if row["used_at"] is not None and not self._overlap(row, now):
                 # RFC 9700 4.14: a rotated-away token came back, so a copy exists somewhere.
                 # End the whole family: the thief's and the owner's tokens alike.
                 with self.db:
@@ -205,8 +207,25 @@ class Store:
             if now >= row["expires_at"] or now >= row["session_end"]:
                 return None, "expired"
             with self.db:
-                self.db.execute("UPDATE tokens SET used_at = ? WHERE hash = ?", (now, row["hash"]))
-                return self._grant(row["session_id"], client_id, now, row["session_end"]), None
+                if row["replaced_by"] is not None:
+                    # The overlap: the successor nobody used dies, so a later use of it is reuse.
+                    self.db.execute("UPDATE tokens SET used_at = ? WHERE hash = ?", (now, row["replaced_by"]))
+                grant = self._grant(row["session_id"], client_id, now, row["session_end"])
+                self.db.execute("UPDATE tokens SET used_at = COALESCE(used_at, ?), replaced_by = ? WHERE hash = ?",
+                                (now, sha256_hex(grant["refresh_token"]), row["hash"]))
+                return grant, None
+
+    def _overlap(self, row, now: int) -> bool:
+        """--rotation-grace (Auth0's and Okta's overlap): the previous refresh token may be
+        used again for a short while, as long as its successor was never used. vaultd
+        stores a rotated token before it uses it, but a vaultd killed after this backend
+        rotated and before the answer arrived never saw the successor: without the overlap
+        that person's session would end as if the token had been stolen. Any use of a token
+        older than that, or of one whose successor was used, is still reuse."""
+        if self.rotation_grace <= 0 or now - row["used_at"] > self.rotation_grace or row["replaced_by"] is None:
+            return False
+        successor = self.db.execute("SELECT used_at FROM tokens WHERE hash = ?", (row["replaced_by"],)).fetchone()
+        return successor is not None and successor["used_at"] is None
 
     def _revoke(self, session_id: str, now: int, reason: str) -> None:
         # The first reason stays: a session revoked at logout and then hit by a reused
@@ -417,9 +436,10 @@ class Backend:
         self.access_ttl, self.session_days = args.access_ttl, args.session_days
         self.admin, self.issued_log = not args.no_admin, args.issued_log
         self.offset = 0   # the test clock: sessions last days; tests move time on instead
-        self.store = Store(args.db, args.access_ttl)
+        self.store = Store(args.db, args.access_ttl, args.rotation_grace)
         self.limiter = RateLimiter(args.rate_limit)
         self.down = False
+        self.slow_refresh: dict[str, float] = {}   # tests: {"before": s, "after": s}
         self.last_request = time.monotonic()
         self.stats_lock = threading.Lock()
         self.stats = {"logins": 0, "refreshes": 0, "reuse_detected": 0, "revocations": 0,
@@ -483,8 +503,10 @@ class Backend:
 
     def refresh(self, up: Upstream, form: dict) -> dict:
         (token,) = required(form, "refresh_token")
+        time.sleep(self.slow_refresh.get("before", 0))   # tests: a request in flight
         # The upstream is not asked: the session's limit is ours (Vipps has no refresh).
         grant, why = self.store.rotate(up.name, token, form["client_id"], self.now())
+        time.sleep(self.slow_refresh.get("after", 0))    # tests: rotated, not yet answered
         if why == "reused":
             self.count("reuse_detected")
         if grant is None:
@@ -585,7 +607,9 @@ def create_app(b: Backend) -> Flask:
                 return jsonify(json.loads(json.dumps(b.stats)))
         if (what, request.method) == ("behavior", "POST"):
             b.down = bool(body.get("down", b.down))
-            return jsonify(down=b.down)
+            if "slow_refresh" in body:   # {"before": s, "after": s}: hold a refresh there
+                b.slow_refresh = {k: float(v) for k, v in (body["slow_refresh"] or {}).items()}
+            return jsonify(down=b.down, slow_refresh=b.slow_refresh)
         raise OAuthError("not_found", "", 404)
 
     # --- answers -------------------------------------------------------------------------
@@ -673,6 +697,9 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0 = ephemeral (default)")
     ap.add_argument("--db", default=None, help="SQLite file (default: a temporary one)")
     ap.add_argument("--access-ttl", type=int, default=900, help="seconds (default 900)")
+    ap.add_argument("--rotation-grace", type=int, default=0,
+                    help="seconds the previous refresh token stays usable while its successor is unused "
+                         "(0 = strict rotation, the default)")
     ap.add_argument("--session-days", type=float, default=7, help="absolute session limit")
     ap.add_argument("--rate-limit", type=int, default=60, help="token requests per minute per address")
     ap.add_argument("--require-members", metavar="FILE", help="JSON list of members' national IDs")

@@ -16,14 +16,16 @@ final class TestBackend {
     let issuedLog: String?
 
     /// `upstream` must have been started with `--client-secret SECRET`.
-    init(upstream: TestProvider, secret: String, accessTTL: Int = 30, sessionDays: Int = 7) throws {
+    /// `rotationGrace`: seconds the previous refresh token stays usable while its
+    /// successor is unused (0: strict rotation).
+    init(upstream: TestProvider, secret: String, accessTTL: Int = 30, sessionDays: Int = 7, rotationGrace: Int = 0) throws {
         self.upstream = upstream
         let issuedLog = SecretLedger.issuedLog("backend")
         self.issuedLog = issuedLog
         (process, url) = try startPythonProvider(
             "backend.py",
             ["--upstream", "\(upstream.profile)=\(upstream.issuer),\(upstream.clientID),\(secret)",
-             "--access-ttl", "\(accessTTL)", "--session-days", "\(sessionDays)",
+             "--access-ttl", "\(accessTTL)", "--session-days", "\(sessionDays)", "--rotation-grace", "\(rotationGrace)",
              "--watch-pid", "\(getpid())", "--idle-exit", "300"]
                 + (issuedLog.map { ["--issued-log", $0] } ?? []),
             timeout: 20, directory: "examples/backend")
