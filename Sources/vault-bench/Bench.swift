@@ -391,8 +391,12 @@ final class Daemon {
     }
 
     func start() throws {
+        // Never the machine's /etc/sessionvault/config.toml: the bench's config is all there is.
+        var environment = ProcessInfo.processInfo.environment
+        environment["SESSIONVAULT_SYSTEM_CONFIG"] = dir + "/no-system-config.toml"
         process = try startChild(binary, ["--keyring=file", "--data-dir", dir + "/data", "--socket", socket,
-                                          "--config", dir + "/config.toml", "--log-level", "warning"])
+                                          "--config", dir + "/config.toml", "--log-level", "warning"],
+                                 environment: environment)
         do {
             try waitReady()
         } catch {

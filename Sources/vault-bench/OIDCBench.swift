@@ -90,6 +90,10 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
             throw BenchError("vaultd refused a forced refresh")
         }
     }
+    let backendForced = try measureBackendRefresh(setup, python: python, rounds: forcedRounds)
+    table.add("vault: forced refresh through the organization's backend (examples/backend: Flask, SQLite), p50 / p99",
+              "\(ms(backendForced.p50)) / \(ms(backendForced.p99))",
+              "beside the provider's own: \(ms(vaultForced.client.p50)) / \(ms(vaultForced.client.p99))", nil)
     let cliRuns = setup.quick ? 10 : 50
     let vaultCLI = try measureCLI(setup.vaultctl, ["token", account], environment: [
         "SESSIONVAULT_SOCKET": daemon.socket, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",

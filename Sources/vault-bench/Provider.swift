@@ -16,10 +16,12 @@ final class StrictProvider {
     let clientID = "sessionvault-test"
     let clientSecret = "vault-bench-secret"
 
-    init(python: String, script: String, accessTTL: Int) throws {
+    /// `profile`: generic (the default, above), or vipps for the line through the
+    /// organization's backend (no refresh tokens; `nin` from userinfo).
+    init(python: String, script: String, accessTTL: Int, profile: String = "generic") throws {
         let out = Pipe()
         // --watch-pid: it also goes when vault-bench dies without cleaning up.
-        process = try startChild(python, [script, "--profile", "generic", "--client-id", clientID,
+        process = try startChild(python, [script, "--profile", profile, "--client-id", clientID,
                                           "--client-secret", clientSecret, "--access-ttl", "\(accessTTL)",
                                           "--watch-pid", "\(getpid())", "--idle-exit", "900"], stdout: out)
         let line = readFirstLine(out, timeout: 20)
