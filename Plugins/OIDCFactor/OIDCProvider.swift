@@ -311,7 +311,7 @@ public final class OIDCProvider: IdentityProvider {
     /// The backend's fixed `error_description` values; any other text from the
     /// wire is never used.
     enum BackendWord: String {
-        case age, notMember = "not_member", membershipEnded = "membership_ended", reused
+        case age, notMember = "not_member", membershipEnded = "membership_ended", nationalID = "national_id", reused
     }
 
     /// Posts `form` to the token endpoint (with client authentication) or, in
@@ -398,6 +398,9 @@ public final class OIDCProvider: IdentityProvider {
                 return failures.make(.loginFailed, Messages.backendRefusedNotMember, reason: "backend: access_denied (not_member)")
             case ("access_denied", .membershipEnded?):
                 return failures.make(.loginFailed, Messages.backendMembershipEnded, reason: "backend: access_denied (membership_ended)")
+            case ("access_denied", .nationalID?):
+                return failures.make(.loginFailed, Messages.backendRefusedNationalID(provider: profile.displayName),
+                                     reason: "backend: access_denied (national_id)")
             default:
                 return failures.loginFailed(reason: "token endpoint error \(code.prefix(40))")
             }

@@ -307,6 +307,14 @@ public enum Messages {
         en: "Your membership has ended, so your organization's service is closed to you. Contact your organization if this is wrong",
         nb: "Medlemskapet ditt er avsluttet, så tjenesten til organisasjonen din er stengt for deg. Kontakt organisasjonen din hvis dette er feil")
 
+    /// `access_denied` / `national_id`: the login gave the backend no valid national ID
+    /// (its age and member rules need one); logging in again the same way would not help.
+    public static func backendRefusedNationalID(provider: String) -> LocalizedText {
+        LocalizedText(
+            en: "Your organization's service could not read your national identity number from the \(provider) login, so the login was refused. Try another way to log in, or contact your organization",
+            nb: "Tjenesten til organisasjonen din kunne ikke lese fødselsnummeret ditt fra \(provider)-innloggingen, så innloggingen ble avvist. Prøv en annen måte å logge inn på, eller kontakt organisasjonen din")
+    }
+
     /// `invalid_grant` / `reused` at a refresh: the backend saw this session's
     /// refresh token used twice, so a copy exists elsewhere and it ended the session.
     public static let sessionEndedReused = LocalizedText(

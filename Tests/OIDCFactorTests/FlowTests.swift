@@ -583,6 +583,11 @@ final class FlowTests: XCTestCase, @unchecked Sendable {
             _ = try await provider.login(BrowserConversation(action: loggingIn(self.stub)))
         }
         XCTAssertEqual(failure?.message, Messages.backendRefusedAge)
+        stub.server.route("POST /backend/token") { _ in .json(400, ["error": "access_denied", "error_description": "national_id"]) }
+        let noID = await assertFailure(.loginFailed) { () async throws(VaultFailure) in
+            _ = try await provider.login(BrowserConversation(action: loggingIn(self.stub)))
+        }
+        XCTAssertEqual(noID?.message, Messages.backendRefusedNationalID(provider: "Vipps"))
         let revoked = await provider.revoke(token: "t", isRefreshToken: true)
         XCTAssertFalse(revoked, "no revocation endpoint configured")
     }
