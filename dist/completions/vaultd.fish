@@ -79,7 +79,7 @@ end
 complete -c 'vaultd' -f
 complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" socket' -l 'socket' -d 'Socket path (default: $XDG_RUNTIME_DIR/sessionvault/vault.sock, or SESSIONVAULT_SOCKET).' -rfka ''
 complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" data-dir' -l 'data-dir' -d 'Data directory (default: $XDG_DATA_HOME/sessionvault, or SESSIONVAULT_DATA_DIR).' -rfka ''
-complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" config' -l 'config' -d 'Config file (default: $XDG_CONFIG_HOME/sessionvault/config.toml, or SESSIONVAULT_CONFIG).' -rfka ''
+complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" config' -l 'config' -d 'Your config file (default: $XDG_CONFIG_HOME/sessionvault/config.toml, or SESSIONVAULT_CONFIG), read over the organization\'s /etc/sessionvault/config.toml (or SESSIONVAULT_SYSTEM_CONFIG).' -rfka ''
 complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" keyring' -l 'keyring' -d 'Where the device key lives: secret-service (default) or file (a 0600 file; weaker).' -rfka ''
 complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" idle-timeout' -l 'idle-timeout' -d 'Lock after this many seconds without requests (0 = never; default 900).' -rfka ''
 complete -c 'vaultd' -n '__vaultd_should_offer_completions_for_flags_or_options "vaultd" log-level' -l 'log-level' -d 'Log level: trace, debug, info, notice, warning, error.' -rfka ''
