@@ -1,7 +1,5 @@
 import Foundation
-import VaultClient
 import VaultProtocol
-import VaultWire
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -45,16 +43,8 @@ func measureBackendRefresh(_ setup: OIDCBenchSetup, python: String, rounds: Int)
         """)
     defer { daemon.stop() }
     let account = try measureLogin(daemon.socket, provider: vipps, rounds: 0).account
-    let frame = Request(id: 1, op: "session", fields: [
-        "account": .string(account), "min_valid": .int(Int64(2 * accessTTL)),
-    ]).encoded()
-    let figures = try measureLatency(count: rounds) {
-        let c = try VaultConnection(socketPath: daemon.socket)
-        try c.send(frame)
-        guard let r = try? JSON.parse(try c.readLine()), r["ok"] == .bool(true) else {
-            throw BenchError("vaultd refused a forced refresh through the backend")
-        }
-    }
+    let frame = forcedRefreshRequest(account, accessTTL: accessTTL)
+    let figures = try measureLatency(count: rounds) { try forcedRefreshOnce(daemon.socket, frame: frame) }
     guard try vipps.tokenCalls().filter({ $0.grant == "refresh_token" }).isEmpty else {
         throw BenchError("a refresh through the backend reached the provider")
     }

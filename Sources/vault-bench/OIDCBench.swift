@@ -81,14 +81,9 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
     let sessionFrame = sessionRequest(account)
     let vaultConnect = try measureLatency(count: perConnect) { try releaseOnce(daemon.socket, frame: sessionFrame) }
     let forcedRounds = setup.quick ? 10 : 100
+    let forcedFrame = forcedRefreshRequest(account, accessTTL: accessTTL)
     let vaultForced = try measureForcedRefresh(provider: provider, rounds: forcedRounds) {
-        let c = try VaultConnection(socketPath: daemon.socket)
-        try c.send(Request(id: 1, op: "session", fields: [
-            "account": .string(account), "min_valid": .int(Int64(2 * accessTTL)),
-        ]).encoded())
-        guard let r = try? JSON.parse(try c.readLine()), r["ok"] == .bool(true) else {
-            throw BenchError("vaultd refused a forced refresh")
-        }
+        try forcedRefreshOnce(daemon.socket, frame: forcedFrame)
     }
     let backendForced = try measureBackendRefresh(setup, python: python, rounds: forcedRounds)
     table.add("vault: forced refresh through the organization's backend (examples/backend: Flask, SQLite), p50 / p99",
@@ -364,6 +359,21 @@ struct ForcedFigures {
     var client: Latency
     var provider: Latency
     var calls: Int
+}
+
+/// A `session` request that asks for more than the access token has left, so
+/// vaultd refreshes first.
+func forcedRefreshRequest(_ account: String, accessTTL: Int) -> [UInt8] {
+    Request(id: 1, op: "session", fields: ["account": .string(account), "min_valid": .int(Int64(2 * accessTTL))]).encoded()
+}
+
+/// One forced refresh as an app asks for it: connect, `hello`, `session`.
+func forcedRefreshOnce(_ socket: String, frame: [UInt8]) throws {
+    let c = try helloConnection(socket)
+    try c.send(frame)
+    guard let r = try? JSON.parse(try c.readLine()), r["ok"] == .bool(true) else {
+        throw BenchError("vaultd refused a forced refresh")
+    }
 }
 
 /// Runs `request` (one forced refresh through a tool) `rounds` times after a
