@@ -168,13 +168,26 @@ public final class OIDCProvider: IdentityProvider {
             }
         }
 
-        let redirect: LoopbackListener.Redirect
+        // vaultd's own dialog waits beside the browser with Cancel: a person
+        // who closed the tab is not left to wait out the redirect's minutes.
+        let timeout = profile.redirectTimeout
+        let waited: Result<LoopbackListener.Redirect, LoopbackListener.WaitError>
         do {
-            redirect = try await listener.nextRedirect(timeout: profile.redirectTimeout)
-        } catch .timeout {
-            throw failures.timeout(reason: "no redirect within \(profile.redirectTimeout)")
+            waited = try await conversation.waitForBrowser(Messages.waitingForBrowserLogin(provider: profile.displayName)) {
+                do throws(LoopbackListener.WaitError) {
+                    return .success(try await listener.nextRedirect(timeout: timeout))
+                } catch {
+                    return .failure(error)
+                }
+            }
         } catch {
-            throw failures.cancelled(reason: "login task cancelled while waiting for the redirect")
+            throw failures.cancelled(reason: "Cancel pressed while waiting for the browser")
+        }
+        let redirect: LoopbackListener.Redirect
+        switch waited {
+        case .success(let r): redirect = r
+        case .failure(.timeout): throw failures.timeout(reason: "no redirect within \(timeout)")
+        case .failure: throw failures.cancelled(reason: "login task cancelled while waiting for the redirect")
         }
 
         let code = try evaluateRedirect(redirect, expectedState: state, metadata: metadata)

@@ -60,8 +60,8 @@ public struct PINFactor: UnlockFactor {
             return FactorProof(contribution: first)
         }
         throw .rejected(LocalizedText(
-            en: "The PIN was not set up. Run “vaultctl enroll pin” to try again.",
-            nb: "PIN-koden ble ikke satt opp. Kjør «vaultctl enroll pin» for å prøve igjen."))
+            en: "The PIN was not set up. Please try again.",
+            nb: "PIN-koden ble ikke satt opp. Prøv igjen."))
     }
 
     public func verify(_ conversation: any FactorConversation, slot: EnrolledSlot) async throws(FactorError) -> FactorProof {

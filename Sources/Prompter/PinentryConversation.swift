@@ -111,6 +111,13 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         }
     }
 
+    /// The wait for the browser's login: the same dialog, Cancel only. It
+    /// closes by itself when the browser comes back; Cancel ends the login at
+    /// once (a closed tab would otherwise wait out the redirect's minutes).
+    public func waitForBrowser<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        try await showWhile(message, work)
+    }
+
     public func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes {
         var d = dialog(.pin, text: prompt.text(language), ok: Messages.dialogOK)
         d.prompt = Messages.dialogPINLabel.text(language)

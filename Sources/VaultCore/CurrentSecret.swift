@@ -47,4 +47,7 @@ struct CurrentSecretConversation: ClientConversation {
                                 _ work: @escaping @Sendable () async -> T) async -> Waited<T> {
         await base.showWhile(message, offering: options, work)
     }
+    func waitForBrowser<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        try await base.waitForBrowser(message, work)
+    }
 }

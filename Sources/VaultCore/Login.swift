@@ -208,6 +208,20 @@ extension Vault {
         }
     }
 
+    /// Records that the offer of factor `id` was declined (or is welcome
+    /// again), in memory and in the store. A store that will not take it costs
+    /// only an offer asked once more after a restart, so it is logged, not thrown.
+    func noteOffer(_ id: FactorID, declined: Bool) {
+        guard declinedOffers.contains(id) != declined else { return }
+        if declined { declinedOffers.insert(id) } else { declinedOffers.remove(id) }
+        let text = declinedOffers.map(\.rawValue).sorted().joined(separator: "\n")
+        do {
+            try store.setMeta(Vault.declinedOffersKey, Array(text.utf8))
+        } catch {
+            logger.warning("could not keep a declined offer across restarts", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// After a first login, or a fallback login caused by a fingerprint that
     /// failed or changed: offer (once per vaultd run) to set up the factors
     /// that want offering, before the session is handed over.
@@ -228,7 +242,7 @@ extension Vault {
             let explanation = factor.descriptor.offerText ?? Messages.turnOnOffer(factor.descriptor.displayName)
             let yes = (try? await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)) ?? false
             guard yes else {
-                declinedOffers.insert(id)
+                noteOffer(id, declined: true)
                 continue
             }
             _ = try? await enroll(id, conversation: conversation)

@@ -61,6 +61,9 @@ extension Vault {
         case .granted(let app, let lastUse):
             if nowS - lastUse >= AppGrants.lastUseResolution { noteUse = app }
         }
+        // A session whose end has come (SessionEnds, read from its metadata)
+        // is ended before any unlock: nobody scans a finger to hear that.
+        if let end = SessionEnds.end(of: meta), end <= nowS { return .ended(id: view.id) }
         guard let key = view.key else { return view.vaultKeyIn ? .reseal : .unlock }
         let secret = try Sessions.openSecret(id: view.id, entry: view.entry, key: key, logger: logger)
         let expiresIn = meta.accessExpiresAt.map { $0 - nowS }

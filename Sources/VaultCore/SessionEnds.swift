@@ -28,9 +28,13 @@ final class SessionEnds: Sendable {
 
     private let state = Locked(State())
     private let events: VaultEvents
+    /// The vault's clock (Unix seconds): an end is due by the same reading
+    /// that the release decision uses.
+    private let clock: @Sendable () -> Double
 
-    init(events: VaultEvents) {
+    init(events: VaultEvents, clock: @escaping @Sendable () -> Double) {
         self.events = events
+        self.clock = clock
     }
 
     /// When a session can no longer be used without a new login: its access
@@ -45,22 +49,22 @@ final class SessionEnds: Sendable {
     }
 
     /// Session `id` was stored, renewed (`entry`) or removed (nil).
-    func changed(_ id: String, _ entry: SessionTable.Entry?, now: Double = Date().timeIntervalSince1970) {
+    func changed(_ id: String, _ entry: SessionTable.Entry?) {
         let end = entry.flatMap { SessionEnds.end(of: $0.meta) }
         state.withLock { s in
             s.ends[id] = entry.flatMap { e in end.map { (e.meta.account, $0) } }
             if s.announced[id] != end { s.announced[id] = nil }
         }
-        announce(now: now)
+        announce(now: clock())
     }
 
     /// Every session at once: at start, and when the table is emptied.
-    func replaceAll(_ entries: [String: SessionTable.Entry], now: Double = Date().timeIntervalSince1970) {
+    func replaceAll(_ entries: [String: SessionTable.Entry]) {
         state.withLock { s in
             s.ends = entries.compactMapValues { e in SessionEnds.end(of: e.meta).map { (e.meta.account, $0) } }
             s.announced = s.announced.filter { s.ends[$0.key]?.end == $0.value }
         }
-        announce(now: now)
+        announce(now: clock())
     }
 
     /// Whether the end of session `id` was announced already.
@@ -98,7 +102,7 @@ final class SessionEnds: Sendable {
                     try? await Task.sleep(for: .seconds(Double(due) - now))
                     guard !Task.isCancelled else { return }
                     self.state.withLock { $0.due = nil }
-                    self.announce(now: Date().timeIntervalSince1970)
+                    self.announce(now: self.clock())
                 }
             }
             return ended

@@ -99,9 +99,14 @@ final class SessionTable: Sendable {
     /// Announces each session's end when it comes (every change here sets its timer again).
     let ends: SessionEnds
 
-    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double, events: VaultEvents = VaultEvents()) {
+    /// The vault's clock (Unix seconds), for stamps and ends.
+    let clock: @Sendable () -> Double
+
+    init(vaultKey: SecureBytes?, entries: [String: Entry], now: Double, events: VaultEvents = VaultEvents(),
+         clock: @escaping @Sendable () -> Double) {
         self.events = events
-        self.ends = SessionEnds(events: events)
+        self.clock = clock
+        self.ends = SessionEnds(events: events, clock: clock)
         var s = State(vaultKey: vaultKey, lastActivity: now)
         s.entries = entries
         for (id, e) in entries { s.accountIndex[e.meta.account] = id }

@@ -111,7 +111,7 @@ struct Sessions {
             guard let sealed = try sealSecret(plain, id: id, version: meta.version, existing: existing) else { throw locked() }
             meta.sealedForVaultKey = sealed.recordKey == nil
             let sealedMeta = try SecretBox.seal(meta.json.serialized(), key: metaKey, associatedData: SessionSealing.metaAD(id: id))
-            let nowS = Int64(Date().timeIntervalSince1970)
+            let nowS = Int64(table.clock())
             let row = SessionRow(id: id, tokenHash: Digest.hex(Digest.sha256(Array(tokenForHash.utf8))),
                                  sealedMeta: sealedMeta.bytes, sealedSecret: sealed.bytes,
                                  recordVersion: meta.version, createdAt: existing?.row.createdAt ?? nowS, updatedAt: nowS)
@@ -167,7 +167,7 @@ struct Sessions {
         } catch {
             throw .internal()
         }
-        updated.updatedAt = Int64(Date().timeIntervalSince1970)
+        updated.updatedAt = Int64(table.clock())
         let final = updated
         try storeCall(logger) { () throws(StoreError) in try store.putSession(final) }
         table.put(id, SessionTable.Entry(meta: meta, row: final, recordKey: table.entry(id)?.recordKey))

@@ -306,6 +306,7 @@ extension Vault {
             softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
         }
         audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+        noteOffer(id, declined: false)
         touch()
         await conversation.show(Messages.factorSetUp(d.displayName))
         return await status(of: factor)
@@ -339,6 +340,8 @@ extension Vault {
         let newSlots = put
         try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
         softBoxes[id] = nil
+        // Turned off on purpose: not offered again after the next login.
+        if factor.descriptor.offerAfterLogin { noteOffer(id, declined: true) }
         audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
         touch()
         return await status(of: factor)

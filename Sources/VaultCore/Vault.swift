@@ -37,8 +37,11 @@ public actor Vault {
     }
     /// Release audit entries: at most one a minute per process and account (Release.swift).
     nonisolated let releaseAudit = ReleaseAuditLimiter()
-    /// Offers the person declined: not repeated while this vaultd runs.
+    /// Offers the person declined ("Not now", or turning the factor off):
+    /// kept in the store, so a restart does not ask again; setting the factor
+    /// up (`vaultctl enroll`, the settings) clears its entry.
     var declinedOffers: Set<FactorID> = []
+    static let declinedOffersKey = "declined-offers"
     /// Factors that failed in the unlock that ended in a fallback login: their
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []
@@ -105,11 +108,14 @@ public actor Vault {
         } catch {
             throw .crypto("\(error)")
         }
+        if let saved = try? store.meta(Vault.declinedOffersKey) {
+            declinedOffers = Set(String(decoding: saved, as: UTF8.self).split(separator: "\n").map { FactorID(String($0)) })
+        }
         let started = clock()
         let opened = try OpenedVault.open(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors,
                                           now: Int64(started), logger: logger)
         self.keyslots = opened.keyslots
-        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events)
+        self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events, clock: clock)
         table.setGrants(grants.access(perApp: config.perApp))
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
         // The device slot (no PIN) opened at start. With a presence factor set up,

@@ -78,6 +78,8 @@ extension Vault {
         table.removeAll()
         for account in accounts { events.emit(.loggedOut(account: account)) }
         grants.forgetAll()
+        // Starting over is a new vault: its offers come again after the next login.
+        for id in declinedOffers { noteOffer(id, declined: false) }
         table.setVaultKey(vk, now: now())
         audit.record("reset", outcome: "ok", detail: ["sessions": .int(Int64(removed)), "factors": .int(Int64(factorCount))],
                      requester: conversation.requester)

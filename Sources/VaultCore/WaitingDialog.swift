@@ -77,6 +77,9 @@ struct OfferingConversation: FactorConversation {
     func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { try await base.askSecret(prompt) }
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { try await base.confirm(prompt) }
     func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) { try await base.openURL(url, text) }
+    func waitForBrowser<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        try await base.waitForBrowser(message, work)
+    }
 
     func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
         switch await base.showWhile(message, offering: options, work) {

@@ -21,12 +21,24 @@ public protocol FactorConversation: Sendable {
     /// for the other ways in; when the person presses one, `work` is cancelled
     /// and awaited, and this throws `.cancelled`.
     func showWhile<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T
+    /// The wait for a login in the browser (`work`: the redirect, minutes at
+    /// most). vaultd's own dialog shows `message` with Cancel, so a person
+    /// whose browser tab closed has a way back at once; a Cancel cancels
+    /// `work` and throws `.cancelled`. A client that relays prompts has its
+    /// own way to stop (it closes the connection), so by default this only waits.
+    func waitForBrowser<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T
 }
 
 extension FactorConversation {
     /// For conversations that have no browser to offer: show the address as text.
     public func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
         await show(LocalizedText(en: "\(text.en) \(url)", nb: "\(text.nb) \(url)"))
+    }
+
+    /// For conversations without a dialog of their own: only the wait (the
+    /// `open_url` prompt before it said what to do).
+    public func waitForBrowser<T: Sendable>(_ message: LocalizedText, _ work: @escaping @Sendable () async -> T) async throws(FactorError) -> T {
+        await work()
     }
 
     /// For conversations without a dialog of their own: the message, then the wait.

@@ -24,8 +24,8 @@ public enum Messages {
                 nb: "Du er ikke logget inn på denne datamaskinen. Logg inn med BankID eller Vipps for å fortsette.")
         case .notEnrolled:
             return LocalizedText(
-                en: "That unlock method is not set up. Set it up with “vaultctl enroll”, or log in with BankID or Vipps.",
-                nb: "Den opplåsingsmåten er ikke satt opp. Sett den opp med «vaultctl enroll», eller logg inn med BankID eller Vipps.")
+                en: "That unlock method is not set up. Turn it on in SessionVault's settings (in your apps menu), or log in with BankID or Vipps.",
+                nb: "Den opplåsingsmåten er ikke satt opp. Slå den på i SessionVaults innstillinger (i appmenyen), eller logg inn med BankID eller Vipps.")
         case .noMatch:
             return LocalizedText(en: "That did not match. Please try again.", nb: "Det stemte ikke. Prøv igjen.")
         case .lockedOut:
@@ -81,16 +81,16 @@ public enum Messages {
     // MARK: The at-rest rule (docs/key-hierarchy.md)
 
     public static let fingerprintWithoutPIN = LocalizedText(
-        en: "Fingerprint login is on but no PIN is set, so anyone with a copy of your files and your keyring can open your sessions; set up a PIN with “vaultctl enroll pin” to protect them.",
-        nb: "Fingeravtrykk er slått på, men ingen PIN-kode er satt, så den som har en kopi av filene og nøkkelringen din, kan åpne øktene dine; sett opp en PIN-kode med «vaultctl enroll pin» for å beskytte dem.")
+        en: "Fingerprint login is on but no PIN is set, so anyone with a copy of your files and your keyring can open your sessions; set a PIN in SessionVault's settings (in your apps menu) to protect them.",
+        nb: "Fingeravtrykk er slått på, men ingen PIN-kode er satt, så den som har en kopi av filene og nøkkelringen din, kan åpne øktene dine; lag en PIN-kode i SessionVaults innstillinger (i appmenyen) for å beskytte dem.")
 
     public static let sessionWaitsForPIN = LocalizedText(
-        en: "Waits for your PIN: enter it (vaultctl unlock) to use this session again.",
-        nb: "Venter på PIN-koden din: skriv den inn (vaultctl unlock) for å bruke denne økten igjen.")
+        en: "Waits for your PIN: enter it when your app asks, or choose Unlock in SessionVault's settings, to use this session again.",
+        nb: "Venter på PIN-koden din: skriv den inn når appen spør, eller velg Lås opp i SessionVaults innstillinger, for å bruke denne økten igjen.")
 
     public static let sessionWaitsForUnlock = LocalizedText(
-        en: "Waits for you to unlock the vault (vaultctl unlock).",
-        nb: "Venter på at du låser opp hvelvet (vaultctl unlock).")
+        en: "Waits for you to unlock the vault (Unlock in SessionVault's settings).",
+        nb: "Venter på at du låser opp hvelvet (Lås opp i SessionVaults innstillinger).")
 
     /// After a login while locked with a PIN: the new session works, the older ones wait.
     public static let loggedInOthersWaitForPIN = LocalizedText(
@@ -110,13 +110,13 @@ public enum Messages {
     }
 
     public static let identityRecordDamaged = LocalizedText(
-        en: "The record of who owns this vault was changed by something other than SessionVault, so a login cannot open it. Use your fingerprint or PIN, or start over with “vaultctl reset” (saved sessions are lost).",
-        nb: "Opplysningen om hvem som eier hvelvet, ble endret av noe annet enn SessionVault, så en innlogging kan ikke åpne det. Bruk fingeravtrykk eller PIN-kode, eller begynn på nytt med «vaultctl reset» (lagrede økter går tapt).")
+        en: "The record of who owns this vault was changed by something other than SessionVault, so a login cannot open it. Use your fingerprint or PIN, or choose Start over in SessionVault's settings (saved sessions are lost).",
+        nb: "Opplysningen om hvem som eier hvelvet, ble endret av noe annet enn SessionVault, så en innlogging kan ikke åpne det. Bruk fingeravtrykk eller PIN-kode, eller velg Begynn på nytt i SessionVaults innstillinger (lagrede økter går tapt).")
 
     /// No keyslot can open the vault key (every way in is gone or damaged).
     public static let vaultUnopenable = LocalizedText(
-        en: "This vault cannot be opened: its unlock data is missing or damaged. Log in with BankID or Vipps to get a new session, or start over with “vaultctl reset” (saved sessions are lost).",
-        nb: "Dette hvelvet kan ikke åpnes: opplåsingsdataene mangler eller er skadet. Logg inn med BankID eller Vipps for å få en ny økt, eller begynn på nytt med «vaultctl reset» (lagrede økter går tapt).")
+        en: "This vault cannot be opened: its unlock data is missing or damaged. Log in with BankID or Vipps to get a new session, or choose Start over in SessionVault's settings (saved sessions are lost).",
+        nb: "Dette hvelvet kan ikke åpnes: opplåsingsdataene mangler eller er skadet. Logg inn med BankID eller Vipps for å få en ny økt, eller velg Begynn på nytt i SessionVaults innstillinger (lagrede økter går tapt).")
 
     /// Setting a changed fingerprint up again needs a strong login in this run.
     public static let reenrollNeedsStrongLogin = LocalizedText(
@@ -271,6 +271,14 @@ public enum Messages {
         LocalizedText(en: "Log in with \(provider) in your browser.", nb: "Logg inn med \(provider) i nettleseren.")
     }
 
+    /// vaultd's dialog while the browser's login runs; its one button is Cancel.
+    public static func waitingForBrowserLogin(provider: String) -> LocalizedText {
+        LocalizedText(en: "Log in with \(provider) in your browser. This window closes by itself when you are done. "
+                          + "If you closed the browser, press Cancel to start again.",
+                      nb: "Logg inn med \(provider) i nettleseren. Dette vinduet lukkes av seg selv når du er ferdig. "
+                          + "Har du lukket nettleseren, trykk Avbryt for å begynne på nytt.")
+    }
+
     /// The login was verified but weaker than this step requires (a configured minimum `acr`).
     public static func loginTooWeak(provider: String) -> LocalizedText {
         LocalizedText(
@@ -280,8 +288,8 @@ public enum Messages {
 
     /// A client that cannot show prompts asked for a browser login.
     public static func loginNeedsBrowser(provider: String) -> LocalizedText {
-        LocalizedText(en: "Logging in with \(provider) needs a browser. Start the login from an app or from “vaultctl login”",
-                      nb: "Innlogging med \(provider) krever en nettleser. Start innloggingen fra en app eller med «vaultctl login»")
+        LocalizedText(en: "Logging in with \(provider) needs a browser. Start the login from your app",
+                      nb: "Innlogging med \(provider) krever en nettleser. Start innloggingen fra appen din")
     }
 
     /// A login with a fixed redirect port while another login still waits for its browser.
@@ -393,8 +401,8 @@ public enum Messages {
         nb: "Du kan lukke dette vinduet og gå tilbake til appen.")
     /// A request on the loopback redirect path that lacks the login's state.
     public static let browserNotThisLogin = LocalizedText(
-        en: "This is not the login SessionVault is waiting for. Finish logging in in the window SessionVault opened, or start again with “vaultctl login”.",
-        nb: "Dette er ikke innloggingen SessionVault venter på. Fullfør innloggingen i vinduet SessionVault åpnet, eller start på nytt med «vaultctl login».")
+        en: "This is not the login SessionVault is waiting for. Finish logging in in the window SessionVault opened, or start again from your app.",
+        nb: "Dette er ikke innloggingen SessionVault venter på. Fullfør innloggingen i vinduet SessionVault åpnet, eller start på nytt fra appen din.")
     public static let browserAlreadyHandled = LocalizedText(
         en: "This login has already been handled. You can close this window.",
         nb: "Denne innloggingen er allerede behandlet. Du kan lukke dette vinduet.")
@@ -586,8 +594,8 @@ extension Messages {
     }
     /// A sandboxed app tried to grant an app access (only the person may, from outside the sandbox).
     public static let sandboxCannotGrant = LocalizedText(
-        en: "An app in a sandbox cannot give apps access to logins. Allow it from a terminal with “vaultctl apps allow”, or in SessionVault's own dialog.",
-        nb: "En app i en sandkasse kan ikke gi apper tilgang til innlogginger. Tillat det fra en terminal med «vaultctl apps allow», eller i SessionVaults egen dialog.")
+        en: "An app in a sandbox cannot give apps access to logins. Allow it in SessionVault's own dialog when the app asks.",
+        nb: "En app i en sandkasse kan ikke gi apper tilgang til innlogginger. Tillat det i SessionVaults egen dialog når appen spør.")
     /// A name from outside (an app's program or id, a provider's name from
     /// config.toml) as a dialog may show it: control characters (a newline
     /// that fakes a second paragraph), format characters (bidi overrides that
@@ -660,8 +668,8 @@ extension Messages {
     }
 
     public static let startOverNeedsConfirmation = LocalizedText(
-        en: "Starting over deletes every saved session and needs a confirmation. Send “confirm”: true, or run “vaultctl reset” at a terminal.",
-        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Send «confirm»: true, eller kjør «vaultctl reset» i en terminal.")
+        en: "Starting over deletes every saved session and needs a confirmation. Choose Start over in SessionVault's settings, which asks you first (a program sends “confirm”: true).",
+        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Velg Begynn på nytt i SessionVaults innstillinger, som spør deg først (et program sender «confirm»: true).")
 
     /// A login as another person than the vault's owner (the identity record names someone else).
     public static func loginOfAnotherPerson(_ provider: String) -> LocalizedText {
@@ -700,7 +708,7 @@ extension Messages {
         nb: "For å endre eller slå av PIN-koden, skriv først inn PIN-koden du bruker nå.")
     /// `vaultctl apps revoke` named no app that has a grant.
     public static func noSuchApp(_ app: String) -> LocalizedText {
-        LocalizedText(en: "No app called ‘\(app)’ is allowed any login. See the names with “vaultctl apps”.",
-                      nb: "Ingen app som heter «\(app)», har lov til noen innlogging. Se navnene med «vaultctl apps».")
+        LocalizedText(en: "No app called ‘\(app)’ is allowed any login. See the names in SessionVault's settings.",
+                      nb: "Ingen app som heter «\(app)», har lov til noen innlogging. Se navnene i SessionVaults innstillinger.")
     }
 }

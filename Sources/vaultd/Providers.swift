@@ -14,16 +14,20 @@ final class ProviderDirectory: IdentityProviderDirectory {
     let configured: [OIDCProvider]
     let http: OIDCHTTPClient
     let logger: Logger
+    /// vaultd's clock (DaemonClock), also for providers made on demand.
+    let clock: @Sendable () -> Int64
     private let imported = Locked<[String: OIDCProvider]>([:])
 
-    init(profiles: [ProviderProfile], http: OIDCHTTPClient, logger: Logger) {
+    init(profiles: [ProviderProfile], http: OIDCHTTPClient, logger: Logger, clock: @escaping @Sendable () -> Double) {
         self.http = http
         self.logger = logger
+        let seconds: @Sendable () -> Int64 = { Int64(clock()) }
+        self.clock = seconds
         let log = logger
         configured = profiles.map { profile in
             OIDCProvider(profile: profile, http: http, diagnostics: { line in
                 log.info("provider", metadata: ["provider": "\(profile.id)", "detail": "\(line)"])
-            })
+            }, clock: seconds)
         }
     }
 
@@ -49,7 +53,7 @@ final class ProviderDirectory: IdentityProviderDirectory {
             let profile = ProviderProfile.generic(id: session.provider, displayName: session.issuer,
                                                   issuer: session.issuer, clientID: session.clientID)
             guard profile.problems().isEmpty else { return nil }
-            let p = OIDCProvider(profile: profile, http: http)
+            let p = OIDCProvider(profile: profile, http: http, clock: clock)
             cache[key] = p
             return p
         }

@@ -74,6 +74,7 @@ struct VaultDaemon: AsyncParsableCommand {
             return h
         }
         let logger = Logger(label: "vaultd")
+        let clock = DaemonClock.make(logger: logger)
         if !overridden.isEmpty {
             logger.notice("the organization's settings are used instead of yours for: \(overridden.joined(separator: ", "))",
                           metadata: ["system_config": "\(ConfigLayers.systemFile())"])
@@ -172,7 +173,7 @@ struct VaultDaemon: AsyncParsableCommand {
             }
             profiles = configured
         }
-        let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger)
+        let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger, clock: clock)
 
         let storePath = dataDir + "/vault.sqlite"
         // Member sync (the national identity number on the member record): the
@@ -191,7 +192,7 @@ struct VaultDaemon: AsyncParsableCommand {
         var memberSync: MemberSync?
         let (vault, _) = Self.openVault(
             storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors, config: vaultConfig,
-            logger: logger, language: language, providers: directory
+            logger: logger, language: language, providers: directory, clock: clock
         ) { store in
             guard let registry else { return RegistryMembers(sync: nil, minimumAge: minimumAge) }
             do {
@@ -252,6 +253,7 @@ struct VaultDaemon: AsyncParsableCommand {
     /// deleted, and a fresh vault starts, so the person goes straight to login.
     static func openVault(storePath: String, deviceKey: SecureBytes, deviceKeyIsNew: Bool, factors: [any UnlockFactor],
                           config: VaultConfig, logger: Logger, language: Language, providers: any IdentityProviderDirectory,
+                          clock: @escaping @Sendable () -> Double,
                           members makeMembers: (VaultStore) -> any MemberDirectory) -> (Vault, VaultStore) {
         for round in 0..<2 {
             let store: VaultStore
@@ -264,7 +266,7 @@ struct VaultDaemon: AsyncParsableCommand {
             }
             do {
                 let vault = try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger,
-                                      providers: providers, members: makeMembers(store))
+                                      providers: providers, members: makeMembers(store), clock: clock)
                 return (vault, store)
             } catch {
                 if case .deviceKeyMismatch = error, deviceKeyIsNew, round == 0 {

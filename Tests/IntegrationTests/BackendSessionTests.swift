@@ -15,16 +15,32 @@ final class BackendSessionTests: OIDCTestCase {
     /// the provider and its backend in the system-wide file
     /// (/etc/sessionvault/config.toml's stand-in), and the person's own file
     /// trying to send the login elsewhere, which must not count.
-    func setUpBackend(accessTTL: Int = 30, rotationGrace: Int = 0) throws -> (TestProvider, TestBackend, VaultdProcess) {
+    func setUpBackend(accessTTL: Int = 30, rotationGrace: Int = 0,
+                      fingerprint: Bool = false) throws -> (TestProvider, TestBackend, VaultdProcess) {
         let vipps = try startProvider("vipps", arguments: ["--client-secret", Self.secret])
         let backend = try TestBackend(upstream: vipps, secret: Self.secret, accessTTL: accessTTL, rotationGrace: rotationGrace)
         backends.append(backend)
         let decoy = "[providers.vipps]\nprofile = \"vipps\"\nissuer = \"http://127.0.0.1:9/\"\nclient_id = \"decoy\"\n"
-        let v = try makeVaultd(config: config([decoy]))
+        let v: VaultdProcess
+        if fingerprint {
+            // The stub reader with one finger, and vaultd's clock under the test's control (DaemonClock).
+            v = try makeVaultd(config: nil)
+            let reader = Self.reader(v)
+            try ("per_app = false\n" + VaultdProcess.fastPINConfig + FingerprintFlowTests.stubReaderConfig(reader) + "\n" + decoy)
+                .write(toFile: v.configPath, atomically: true, encoding: .utf8)
+            fpstub(state: reader, ["plug"])
+            fpstub(state: reader, ["enroll-finger", "right-index"])
+            v.env.merge(v.movableClock) { $1 }
+        } else {
+            v = try makeVaultd(config: config([decoy]))
+        }
         try backend.configTable().write(toFile: v.systemConfigPath, atomically: true, encoding: .utf8)
         try v.start()
         return (vipps, backend, v)
     }
+
+    /// The stub reader's state file of a fixture made with `fingerprint`.
+    static func reader(_ v: VaultdProcess) -> String { v.root + "/fpstub.json" }
 
     private var backends: [TestBackend] = []
 
@@ -42,11 +58,19 @@ final class BackendSessionTests: OIDCTestCase {
         return (vipps, backend, v, token)
     }
 
-    /// Seven days of a Vipps user's life: logged in once, the app reopened each
-    /// day, refreshed at the backend (never at Vipps), a crash in between; on the
-    /// eighth day the backend's limit ends the session with the usual sentence.
+    /// Seven days of a Vipps user's life: logged in once, the app reopened with
+    /// the fingerprint each day, refreshed at the backend (never at Vipps), a
+    /// crash in between. Both clocks move a day and an hour at a time: the
+    /// backend's (its admin clock) and vaultd's (DaemonClock), so vaultd's own
+    /// rules run by the days too: the PIN is asked again once the fingerprint's
+    /// 48 hours are up, and on the eighth day vaultd itself knows the backend's
+    /// session is over and says so, without asking the backend.
     func testVippsSessionThroughTheBackendLastsAsLongAsTheBackendSays() throws {
-        let (vipps, backend, v, first) = try loggedInThroughBackend()
+        let (vipps, backend, v) = try setUpBackend(fingerprint: true)
+        let reader = Self.reader(v)
+        let r = login(v, "vipps")
+        XCTAssertEqual(r.exit, 0, "a Vipps login through the backend: \(r)")
+        let first = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)")
         // The app gets the backend's token (its /me answers), not Vipps'.
         XCTAssertEqual(try backend.me(first).status, 200, "the released token is the backend's")
         XCTAssertEqual(try vipps.userinfo(accessToken: first).status, 401, "the released token is not Vipps' own")
@@ -60,31 +84,56 @@ final class BackendSessionTests: OIDCTestCase {
         XCTAssertEqual(vippsStatus["session"]?.stringValue,
                        Messages.sessionKeptByBackend(origin: origin(of: backend.url)).en)
 
+        // The seeds' setup after the first login: a PIN, then the fingerprint.
+        enrollPIN(v)
+        fpstub(state: reader, ["next", "match", "right-index"])
+        XCTAssertEqual(ctl(v, ["enroll", "fingerprint"]).exit, 0)
+        XCTAssertEqual(ctl(v, ["lock"]).exit, 0)
+
+        let day: Int64 = 86_400 + 3_600
         var seen: Set<String> = [first]
-        for day in 1...6 {
-            try backend.advance(seconds: 86_400)
-            if day == 3 {
+        var pinDays: [Int] = []
+        for n in 1...6 {
+            try backend.advance(seconds: day)
+            try v.advanceClock(seconds: day)
+            if n == 3 {
                 // A crash the day before: the rotated refresh token was stored before it was used.
                 v.kill9()
                 try v.start()
             }
-            let r = ctl(v, ["token"])
-            XCTAssertEqual(r.exit, 0, "day \(day): \(r)")
-            let token = r.out.trimmingCharacters(in: .whitespacesAndNewlines)
-            XCTAssertFalse(seen.contains(token), "day \(day): a new access token from the backend")
+            // The app reopens: a finger on the reader, and the PIN if vaultd asks for it.
+            fpstub(state: reader, ["next", "match", "right-index"])
+            let script = PromptScript(secrets: [VaultdTestCase.pin])
+            let c = try v.raw()
+            defer { c.close() }
+            try c.hello(interactive: true)
+            let answer = try c.call("session", [:], timeout: 60, onPrompt: script.handler)
+            let token = try XCTUnwrap(answer.result?["access_token"]?.stringValue, "day \(n): \(answer.text)")
+            if script.secretPrompts > 0 { pinDays.append(n) }
+            XCTAssertFalse(seen.contains(token), "day \(n): a new access token from the backend")
             seen.insert(token)
-            XCTAssertEqual(try backend.me(token).status, 200, "day \(day): the backend accepts the new token")
+            XCTAssertEqual(try backend.me(token).status, 200, "day \(n): the backend accepts the new token")
+            XCTAssertEqual(ctl(v, ["lock"]).exit, 0)
         }
+        // Day 2 is 50 hours after the login, past the fingerprint's 48. Day 3
+        // follows the crash: as a phone after a restart, the PIN first. Day 5
+        // is 50 hours after day 3's PIN.
+        XCTAssertEqual(pinDays, [2, 3, 5], "the PIN is asked when the fingerprint's 48 hours are up, by vaultd's clock")
         let stats = try backend.stats()
         XCTAssertEqual(int(stats["reuse_detected"]), 0, "a rotated refresh token was used twice: \(stats.text)")
         XCTAssertGreaterThanOrEqual(int(stats["refreshes"]), 6, stats.text)
         XCTAssertEqual(int(try vipps.stats()["token_grants"]?["refresh_token"]), 0, "Vipps was never asked to refresh")
 
-        // Day 8: past the backend's 7 days.
-        try backend.advance(seconds: 2 * 86_400)
+        // Day 8: past the backend's 7 days, by both clocks. vaultd knows from
+        // the backend's `refresh_expires_in`: it asks neither the backend nor
+        // for a finger (the vault is locked), and says the session has ended.
+        try backend.advance(seconds: day)
+        try v.advanceClock(seconds: day)
+        let refreshes = int(try backend.stats()["refreshes"])
         let late = ctl(v, ["token", "--json"])
         XCTAssertEqual(late.errorCode, "session_expired", "\(late)")
         XCTAssertEqual(late.errorMessage, Self.expired, "\(late)")
+        XCTAssertEqual(int(try backend.stats()["refreshes"]), refreshes, "vaultd knew the session had ended")
         XCTAssertEqual(try sessions(v).count, 0, "the ended session is gone")
     }
 

@@ -203,6 +203,29 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertTrue(r.out.contains("app-a11y: 0 failed"), r.out)
     }
 
+    /// The settings app (clients/settings, issue 22) used only through its accessible
+    /// tree, as a person with a screen reader would, in bokmål (Tests/desktop/settings_a11y.py):
+    /// a PIN set and fingerprint login turned on in vaultd's own dialogs, an app's
+    /// grant removed, an account logged out; the window and vaultd agree after each.
+    func testTheSettingsAppAsAScreenReaderUsesIt() throws {
+        let display = try startXvfb()
+        for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core)")
+        }
+        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"],
+                                   env: childEnvironment([:]), timeout: 20)
+        if probe.exit != 0 { throw cannotRunHere("pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)") }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("desktop/settings_a11y.py").path
+        let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
+                               env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
+                                                      "VAULT_FPSTUB": Binaries.fpstub]),
+                               timeout: 240)
+        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        XCTAssertTrue(r.out.contains("settings-a11y: 0 failed"), r.out)
+        XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
+    }
+
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
     /// the title, the description (naming the app and saying what to type), every
     /// button and the PIN field's label, in English and bokmål.

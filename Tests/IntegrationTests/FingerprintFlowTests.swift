@@ -164,7 +164,7 @@ final class FingerprintFlowTests: VaultdTestCase {
         let path = stubPath
         let second = PromptScript(secrets: [Self.pin]) { prompt in
             if prompt.kind == .message, prompt.text.lowercased().contains("touch") {
-                let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+                let exe = Binaries.fpstub
                 _ = try? runProcess(exe, ["--state", path, "unplug"], env: childEnvironment([:]), timeout: 20)
             }
         }
@@ -219,7 +219,7 @@ final class FallbackToLoginTests: VaultdTestCase {
         try (v.configLines() + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stub)\"\nscan_timeout = 5\n")
             .write(toFile: v.configPath, atomically: true, encoding: .utf8)
         func fpstub(_ args: String...) {
-            let out = try? runProcess(builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN"), ["--state", stub] + args,
+            let out = try? runProcess(Binaries.fpstub, ["--state", stub] + args,
                                       env: childEnvironment([:]), timeout: 20)
             XCTAssertEqual(out?.exit, 0, "vault-fpstub \(args)")
         }
@@ -265,7 +265,7 @@ extension VaultdTestCase {
     /// Runs the real vault-fpstub on the stub reader whose state is at `state`.
     @discardableResult
     func fpstub(state: String, _ args: [String], file: StaticString = #filePath, line: UInt = #line) -> ProcessOutcome {
-        let exe = builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN")
+        let exe = Binaries.fpstub
         let out = (try? runProcess(exe, ["--state", state] + args, env: childEnvironment([:]), timeout: 20))
             ?? ProcessOutcome(exit: -1, signaled: false, out: "", err: "did not run", timedOut: false)
         XCTAssertEqual(out.exit, 0, "vault-fpstub \(args): \(out.err)", file: file, line: line)

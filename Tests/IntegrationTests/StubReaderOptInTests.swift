@@ -14,7 +14,7 @@ final class StubReaderOptInTests: VaultdTestCase {
     /// Plugs a stub reader with one finger in at `path`, with the real vault-fpstub.
     func plugStub(at path: String) throws {
         for args in [["plug"], ["enroll-finger", "right-index"]] {
-            let r = try runProcess(builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN"), ["--state", path] + args,
+            let r = try runProcess(Binaries.fpstub, ["--state", path] + args,
                                    env: childEnvironment([:]), timeout: 20)
             XCTAssertEqual(r.exit, 0, "vault-fpstub \(args): \(r.err)")
         }

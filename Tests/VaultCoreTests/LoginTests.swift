@@ -417,12 +417,44 @@ final class EnrollmentOfferTests: XCTestCase {
         XCTAssertEqual(second.confirmQuestions, [], "declined: no second offer while this vaultd runs")
         XCTAssertFalse(try fx.store.keyslots().contains { $0.id == "offered" })
 
-        // A new vaultd (a new run) offers again; accepting writes the slot.
+        // A new vaultd (a restart) remembers the "Not now".
         let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
         let third = ScriptedClient(confirms: [true])
         _ = try await restarted.login(provider: "bankid", conversation: third)
-        XCTAssertEqual(third.confirmQuestions, ["Turn on touch login?"])
+        XCTAssertEqual(third.confirmQuestions, [], "a \"Not now\" is not forgotten at a restart")
+
+        // Set up on purpose (the settings, `vaultctl enroll`): then turned off
+        // on purpose, which is a "no" to the offer as well.
+        _ = try await restarted.enroll("offered", conversation: ScriptedClient())
         XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "offered" })
+        _ = try await restarted.disable("offered", confirmed: true, conversation: ScriptedClient())
+        let fourth = ScriptedClient(confirms: [true])
+        _ = try await restarted.login(provider: "bankid", conversation: fourth)
+        XCTAssertEqual(fourth.confirmQuestions, [], "turned off on purpose: not offered again")
+
+        // Starting over is a new vault: the offer comes again.
+        _ = try await restarted.reset(confirmed: true, conversation: ScriptedClient())
+        let fifth = ScriptedClient(confirms: [false])
+        _ = try await restarted.login(provider: "bankid", conversation: fifth)
+        XCTAssertEqual(fifth.confirmQuestions, ["Turn on touch login?"], "offered again after starting over")
+    }
+
+    /// Setting a factor up clears its "Not now": after an enrollment change
+    /// made its slot stale, the offer comes again after the fallback login.
+    func testSettingUpClearsTheNotNow() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [false]))
+        _ = try await vault.enroll("offered", conversation: ScriptedClient())
+        XCTAssertNil(try fx.store.meta(Vault.declinedOffersKey).flatMap { $0.isEmpty ? nil : $0 }, "the decline is gone from the store")
+        let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        _ = try await restarted.disable("offered", confirmed: true, conversation: ScriptedClient())
+        _ = try await restarted.enroll("offered", conversation: ScriptedClient())
+        let again = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        let declined = await again.declinedOffers
+        XCTAssertFalse(declined.contains("offered"), "set up again: welcome to be offered")
     }
 }
 

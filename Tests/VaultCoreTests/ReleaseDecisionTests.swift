@@ -1,4 +1,5 @@
 import Foundation
+import PINFactor
 import VaultFactor
 import VaultTestSupport
 import VaultProtocol
@@ -65,6 +66,32 @@ final class ReleaseDecisionTests: XCTestCase {
         } catch {
             XCTAssertEqual(error.code, .sessionExpired)
         }
+        XCTAssertEqual(vault.table.count, 0)
+    }
+
+    /// A session whose end has come is ended while the vault is locked, before
+    /// any dialog: nobody gives a PIN or a finger only to hear that it is over.
+    func testAnEndedSessionIsEndedWithoutAnUnlock() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let clock = TestClock()
+        let vault = try fx.vault([PINFactor(throttle: ThrottlePolicy())], config: VaultConfig(idleTimeout: 0, perApp: false), clock: clock)
+        let owner = ScriptedClient()
+        // An access token alone (as a Vipps login leaves): its expiry is the session's end.
+        let accessOnly = ImportRequest(issuer: "https://login.example.org", clientID: "app", account: "kari", name: "Kari Nordmann",
+                                       refreshToken: nil, accessToken: "at-T1", accessExpiresAt: 4_102_444_800)
+        _ = try await vault.importSession(accessOnly, conversation: owner)
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        clock.advance(4_102_444_800 - clock.reading())
+        let person = ScriptedClient(secrets: ["482915"])
+        do {
+            _ = try await vault.release(account: "kari", conversation: person)
+            XCTFail("an ended session was released")
+        } catch {
+            XCTAssertEqual(error.code, .sessionExpired)
+        }
+        XCTAssertEqual(person.asked, 0, "no PIN asked for a session that has ended")
         XCTAssertEqual(vault.table.count, 0)
     }
 

@@ -585,6 +585,33 @@ class TestSeparateBackends(Case):
         self.assert_error(r, "temporarily_unavailable", 502,
                           description="vipps: discovery document unusable")
 
+    def test_private_key_jwt_at_the_upstream(self):
+        """BankID's recommended client authentication: the backend signs a fresh assertion
+        for each exchange (RFC 7523); the upstream knows only its public key."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        key = ec.generate_private_key(ec.SECP256R1())
+        path = TMP / f"bankid-key-{secrets.token_hex(4)}.pem"
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+        os.chmod(path, 0o600)
+        public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        upstream = PROVIDERS["bankid"][1]
+        admin(upstream, "config", {"client_public_key": public, "client_auth_methods": ["private_key_jwt"]})
+        spec = f"bankid={upstream},{CLIENTS['bankid'][0]},private_key_jwt:{path}"
+        p, self.base = start(BACKEND, "--upstream", spec)
+        self.addCleanup(stop, p)
+        ctx, tokens = self.login("bankid")
+        self.assertEqual(self.me(tokens["access_token"]).status, 200)
+        self.assertEqual(admin(upstream, "stats")["client_auth"], {"private_key_jwt": 1},
+                         "the secret was not used, only the assertion")
+        # A key file others can read is refused at start, as ssh refuses one.
+        os.chmod(path, 0o640)
+        with self.assertRaises(RuntimeError) as refused:
+            start(BACKEND, "--upstream", spec)
+        self.assertIn("readable by others; chmod 600 it", str(refused.exception))
+
     def test_rate_limit(self):
         p, base = start_backend("--rate-limit", "3")
         self.addCleanup(stop, p)

@@ -14,25 +14,11 @@ import tempfile
 import time
 
 import pyatspi
-from atspi_wait import wait_for_registry
+from atspi_wait import Checks, all_nodes, wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python", "example_gtk.py")
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    print("CHECK %s %s" % ("ok" if ok else "FAIL", what), flush=True)
-    failures += 0 if ok else 1
-
-
-def nodes(node, out):
-    out.append(node)
-    for child in node:
-        if child is not None:
-            nodes(child, out)
-    return out
+check = Checks()
 
 
 def main():
@@ -49,7 +35,7 @@ def main():
         end = time.time() + 30
         while time.time() < end:
             found = [n for a in pyatspi.Registry.getDesktop(0) if a is not None and a.name == "example_gtk.py"
-                     for n in nodes(a, [])]
+                     for n in all_nodes(a)]
             if any(n.getRoleName() == "push button" for n in found):
                 break
             time.sleep(0.3)
@@ -63,8 +49,8 @@ def main():
     finally:
         app.kill()
         launcher.terminate()
-    print("app-a11y: %d failed" % failures, flush=True)
-    return 1 if failures else 0
+    print("app-a11y: %d failed" % check.failed, flush=True)
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ What it is strict about (a real provider may be laxer; the client must not rely 
   * /token: one-time codes (a replay is refused *and* revokes everything issued from that
     code), code lifetime, PKCE verifier, redirect_uri must equal the one in the request,
     client authentication (public client, or client_secret_basic / client_secret_post when a
-    secret is configured; never both at once).
+    secret is configured, or private_key_jwt (RFC 7523) with --client-public-key: signature,
+    iss = sub = client id, aud, exp at most 5 minutes ahead, a jti never seen before; never
+    two methods at once).
   * Refresh tokens per profile: bankid rotates on every use with reuse detection (an old
     member of the family revokes the whole family), generic does not rotate (the response
     carries no new refresh token; keep the old one), vipps issues none.
@@ -80,6 +82,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 
@@ -91,6 +94,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 def b64u(data: bytes) -> str:
     """base64url without padding (RFC 7515 section 2)."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64u_decode(text: str) -> bytes:
+    """The inverse of b64u; padding is restored, anything else is a ValueError."""
+    if not all(c.isalnum() or c in "-_" for c in text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def b64u_json(obj: object) -> str:
@@ -357,7 +367,10 @@ ENDPOINTS = {"discovery", "authorize", "token", "userinfo", "jwks", "revoke"}
 CONFIG_KEYS = {
     "client_id": str,
     "client_secret": (str, type(None)),      # null = public client
-    "client_auth_methods": list,             # accepted when a secret is set
+    "client_auth_methods": list,             # accepted when a secret or a client key is set
+    # The client's public key (PEM) for private_key_jwt (RFC 7523 2.2; what BankID
+    # recommends for the organization's backend): null = none registered.
+    "client_public_key": (str, type(None)),
     "redirect_uris": list,                   # [] = any loopback URI (RFC 8252)
     "access_ttl": int, "refresh_ttl": int, "id_token_ttl": int, "code_ttl": int,
     "iss_parameter_supported": bool,
@@ -404,6 +417,7 @@ class Provider:
             self.access: dict[str, dict] = {}
             self.refresh: dict[str, dict] = {}
             self.families: dict[str, dict] = {}
+            self.seen_jtis: dict[str, float] = {}   # private_key_jwt: jti -> exp
             self.stats = self.new_stats()
 
     @staticmethod
@@ -412,7 +426,7 @@ class Provider:
             "requests": {e: 0 for e in sorted(ENDPOINTS | {"login_page", "admin"})},
             "token_grants": {"authorization_code": 0, "refresh_token": 0, "other": 0},
             "token_errors": {},            # error code (or HTTP status) -> count
-            "client_auth": {},             # none / client_secret_basic / client_secret_post
+            "client_auth": {},             # none / client_secret_basic / client_secret_post / private_key_jwt
             "logins": {},                  # user id -> codes issued
             "codes_issued": 0,
             "code_replays": 0,
@@ -550,7 +564,8 @@ class Provider:
     def discovery(self) -> dict:
         c = self.config
         iss = self.issuer
-        auth_methods = (["none"] if c["client_secret"] is None else list(c["client_auth_methods"]))
+        confidential = c["client_secret"] is not None or c["client_public_key"] is not None
+        auth_methods = list(c["client_auth_methods"]) if confidential else ["none"]
         grants = ["authorization_code"] + (["refresh_token"] if self.p["refresh"] else [])
         doc = {
             "issuer": iss + "/" if self.takev("discovery_issuer_mismatch") else iss,
@@ -567,6 +582,7 @@ class Provider:
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": auth_methods,
             "revocation_endpoint_auth_methods_supported": auth_methods,
+            "token_endpoint_auth_signing_alg_values_supported": ["RS256", "ES256"],
             "scopes_supported": list(self.p["scopes"]),
             "claims_parameter_supported": False,
             "request_parameter_supported": False,
@@ -1047,8 +1063,19 @@ class Handler(BaseHTTPRequestHandler):
                 b_id, b_secret = unquote_plus(b_id), unquote_plus(b_secret)  # RFC 6749 2.3.1
             except (ValueError, UnicodeDecodeError):
                 raise OAuthError("invalid_client", "malformed Basic authorization", 401)
-        if b_id is not None and "client_secret" in params:
+        assertion = "client_assertion" in params or "client_assertion_type" in params
+        if sum([b_id is not None, "client_secret" in params, assertion]) > 1:
             raise OAuthError("invalid_request", "more than one client authentication method")
+        if assertion:
+            with P.lock:
+                if record:
+                    P.count("client_auth", "private_key_jwt")
+                if record and P.stats["last_token_request"] is not None:
+                    P.stats["last_token_request"]["client_auth"] = "private_key_jwt"
+            cid = self.client_assertion(params)
+            if "private_key_jwt" not in cfg["client_auth_methods"]:
+                raise OAuthError("invalid_client", "private_key_jwt is not allowed for this client", 401)
+            return cid, "private_key_jwt"
         if b_id is not None:
             cid, secret, method = b_id, b_secret, "client_secret_basic"
             if "client_id" in params and params["client_id"] != b_id:
@@ -1065,8 +1092,10 @@ class Handler(BaseHTTPRequestHandler):
         challenge = {"WWW-Authenticate": 'Basic realm="strict_provider"'}
         if cid != cfg["client_id"]:
             raise OAuthError("invalid_client", f"unknown client {cid!r}", 401)
-        if cfg["client_secret"] is None:
+        if cfg["client_secret"] is None and cfg["client_public_key"] is None:
             return cid, method  # public client; a secret, if sent, is ignored
+        if cfg["client_secret"] is None:
+            raise OAuthError("invalid_client", "this client authenticates with private_key_jwt", 401)
         if method == "none":
             raise OAuthError("invalid_client", "client authentication required", 401)
         if method not in cfg["client_auth_methods"]:
@@ -1074,6 +1103,66 @@ class Handler(BaseHTTPRequestHandler):
         if not hmac.compare_digest((secret or "").encode(), cfg["client_secret"].encode()):
             raise OAuthError("invalid_client", "wrong client secret", 401)
         return cid, method
+
+    def client_assertion(self, params: dict) -> str:
+        """RFC 7523 2.2 / OIDC Core 9 private_key_jwt: a JWT signed with the client's
+        registered key, iss = sub = client_id, aud = this token endpoint (or the
+        issuer), a short life, and a jti never seen before (a replayed assertion
+        is refused). Returns the client id; OAuthError invalid_client otherwise."""
+        P = PROVIDER
+        cfg = P.config
+
+        def refuse(why: str):
+            return OAuthError("invalid_client", f"client_assertion: {why}", 401)
+        if params.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            raise OAuthError("invalid_request", "client_assertion_type must be jwt-bearer")
+        token = params.get("client_assertion", "")
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise refuse("not a JWS")
+        try:
+            header = json.loads(b64u_decode(parts[0]))
+            claims = json.loads(b64u_decode(parts[1]))
+            signature = b64u_decode(parts[2])
+        except (ValueError, UnicodeDecodeError):
+            raise refuse("malformed") from None
+        if not isinstance(header, dict) or not isinstance(claims, dict):
+            raise refuse("malformed")
+        if cfg["client_public_key"] is None:
+            raise refuse("no key registered for this client")
+        key = serialization.load_pem_public_key(cfg["client_public_key"].encode())
+        signing_input = (parts[0] + "." + parts[1]).encode("ascii")
+        alg = header.get("alg")
+        try:
+            if alg == "RS256" and isinstance(key, rsa.RSAPublicKey):
+                key.verify(signature, signing_input, padding.PKCS1v15(), hashes.SHA256())
+            elif alg == "ES256" and isinstance(key, ec.EllipticCurvePublicKey) and len(signature) == 64:
+                der = utils.encode_dss_signature(int.from_bytes(signature[:32], "big"),
+                                                 int.from_bytes(signature[32:], "big"))
+                key.verify(der, signing_input, ec.ECDSA(hashes.SHA256()))
+            else:
+                raise refuse(f"alg {alg!r} does not fit the registered key")
+        except InvalidSignature:
+            raise refuse("bad signature") from None
+        now = time.time()
+        audiences = claims.get("aud") if isinstance(claims.get("aud"), list) else [claims.get("aud")]
+        if claims.get("iss") != cfg["client_id"] or claims.get("sub") != cfg["client_id"]:
+            raise refuse("iss and sub must be the client id")
+        if params.get("client_id") not in (None, cfg["client_id"]):
+            raise OAuthError("invalid_request", "client_id differs from the assertion")
+        if not {P.issuer + "/token", P.issuer, P.issuer + "/"} & set(audiences):
+            raise refuse("aud is not this token endpoint")
+        exp, jti = claims.get("exp"), claims.get("jti")
+        if not isinstance(exp, (int, float)) or exp <= now or exp > now + 300:
+            raise refuse("exp missing, past, or more than 5 minutes ahead")
+        if not isinstance(jti, str) or not jti:
+            raise refuse("jti missing")
+        with P.lock:
+            P.seen_jtis = {j: e for j, e in P.seen_jtis.items() if e > now}
+            if jti in P.seen_jtis:
+                raise refuse("jti replayed")
+            P.seen_jtis[jti] = exp
+        return cfg["client_id"]
 
     # --- token endpoint ------------------------------------------------------------------
     def h_token(self, method, url):
@@ -1354,8 +1443,12 @@ def main(argv=None):
     ap.add_argument("--client-id", default="sessionvault-test")
     ap.add_argument("--client-secret", default=None,
                     help="makes the client confidential (client_secret_basic or _post)")
-    ap.add_argument("--client-auth", action="append", choices=["client_secret_basic", "client_secret_post"],
-                    help="allowed client auth methods when a secret is set (repeatable; default both)")
+    ap.add_argument("--client-auth", action="append",
+                    choices=["client_secret_basic", "client_secret_post", "private_key_jwt"],
+                    help="allowed client auth methods when a secret or key is set (repeatable; "
+                         "default both secret methods, or private_key_jwt with only a key)")
+    ap.add_argument("--client-public-key", default=None,
+                    help="a PEM file with the client's public key: makes it confidential (private_key_jwt)")
     ap.add_argument("--redirect-uri", action="append", default=[],
                     help="registered redirect URI, exact match (repeatable); default any loopback")
     ap.add_argument("--access-ttl", type=int, default=300)
@@ -1378,7 +1471,11 @@ def main(argv=None):
     config = {
         "client_id": args.client_id,
         "client_secret": args.client_secret,
-        "client_auth_methods": args.client_auth or ["client_secret_basic", "client_secret_post"],
+        "client_auth_methods": args.client_auth or (
+            ["client_secret_basic", "client_secret_post"] if args.client_secret or not args.client_public_key
+            else ["private_key_jwt"]),
+        "client_public_key": (open(args.client_public_key, encoding="ascii").read()
+                              if args.client_public_key else None),
         "redirect_uris": list(args.redirect_uri),
         "access_ttl": args.access_ttl, "refresh_ttl": args.refresh_ttl,
         "id_token_ttl": args.id_token_ttl, "code_ttl": args.code_ttl,

@@ -427,6 +427,43 @@ class StrictCase(unittest.TestCase):
         ctx = self.login()
         self.assert_oauth_error(self.exchange(ctx, client_secret="s3cr:et"), "invalid_client", 401)
 
+    def test_private_key_jwt(self):
+        """RFC 7523 2.2: the client proves itself with a JWT signed by its registered key."""
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        ec_key = ec.generate_private_key(ec.SECP256R1())
+        other = ec.generate_private_key(ec.SECP256R1())
+        pem = ec_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        admin(self.base, "config", {"client_public_key": pem, "client_auth_methods": ["private_key_jwt"]})
+        d = request("GET", f"{self.base}/.well-known/openid-configuration").json()
+        self.assertEqual(d["token_endpoint_auth_methods_supported"], ["private_key_jwt"])
+        aud = d["token_endpoint"]
+
+        def assertion(key=ec_key, alg="ES256", **claims) -> dict:
+            now = int(time.time())
+            body = {"iss": CLIENT_ID, "sub": CLIENT_ID, "aud": aud, "iat": now, "exp": now + 60,
+                    "jti": secrets.token_urlsafe(12), **claims}
+            body = {k: v for k, v in body.items() if v is not None}
+            return {"client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                    "client_assertion": jwt.encode(body, key, algorithm=alg)}
+
+        good = assertion()
+        self.assertEqual(self.exchange(self.login(), **good).status, 200)
+        self.assert_oauth_error(self.exchange(self.login(), **good), "invalid_client", 401)  # replayed jti
+        for bad in (assertion(key=other), assertion(aud="https://elsewhere.example/token"),
+                    assertion(exp=int(time.time()) - 5), assertion(exp=int(time.time()) + 3600),
+                    assertion(iss="someone-else"), assertion(jti=None),
+                    assertion(key=rsa.generate_private_key(public_exponent=65537, key_size=2048), alg="RS256")):
+            self.assert_oauth_error(self.exchange(self.login(), **bad), "invalid_client", 401)
+        self.assert_oauth_error(self.exchange(self.login()), "invalid_client", 401)    # no proof at all
+        self.assert_oauth_error(self.exchange(self.login(), client_secret="guess"), "invalid_client", 401)
+        self.assert_oauth_error(self.exchange(self.login(), client_secret="x", **assertion()), "invalid_request")
+        self.assertEqual(admin(self.base, "stats")["client_auth"].get("private_key_jwt"), 9)
+        # A code refused for a bad assertion is not spent: the right one still redeems it.
+        ctx = self.login()
+        self.assert_oauth_error(self.exchange(ctx, **assertion(key=other)), "invalid_client", 401)
+        self.assertEqual(self.exchange(ctx, **assertion()).status, 200)
+
     def test_key_rotation(self):
         old = self.jwks()["keys"][0]["kid"]
         rot = admin(self.base, "rotate-keys", {"keep_old": True})

@@ -14,7 +14,10 @@ stored only as SHA-256 hashes.
         [--issued-log FILE]   (tests: every token handed out, for the secrets scan)
 
 CLIENT_SECRET may be `env:VAR`, read from the environment (every local user can read a
-command line). It binds 127.0.0.1 (a TLS proxy goes in front: the contract is HTTPS only),
+command line), or `private_key_jwt:PEMFILE`: the backend then authenticates at the
+upstream with a JWT signed by that private key (RFC 7523, OIDC Core 9; what BankID
+recommends), registered with the upstream by its public key. The file must be readable
+by its owner only. It binds 127.0.0.1 (a TLS proxy goes in front: the contract is HTTPS only),
 prints one line `READY http://127.0.0.1:PORT` once it accepts connections, and exits when
 its parent or --watch-pid dies, or after --idle-exit seconds without requests.
 
@@ -26,7 +29,8 @@ Why Flask: a well-kept PyPI framework that is already pinned in the test venv
 (scripts/provider-venv), so the reference adds no dependency, and a reader who knows
 Express or Django reads it at once. ID tokens are verified with PyJWT (also pinned), which
 binds the algorithm to the key rather than to the token's header; httpx talks to the
-upstream with timeouts. Everything else is the standard library (sqlite3, secrets).
+upstream with timeouts; `cryptography` (PyJWT's own dependency for RS256/ES256) reads
+the private_key_jwt key. Everything else is the standard library (sqlite3, secrets).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import httpx
 import jwt  # PyJWT
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -272,9 +278,13 @@ class Upstream:
     """One OpenID Provider at which the organization registered a confidential client."""
 
     def __init__(self, name: str, issuer: str, client_id: str, client_secret: str,
-                 http: httpx.Client):
+                 http: httpx.Client, private_key=None):
         self.name, self.issuer, self.client_id = name, issuer, client_id
         self.secret, self.http = client_secret, http
+        # private_key_jwt: the key's algorithm is fixed by its type (never by a header).
+        self.private_key = private_key
+        self.assertion_alg = None if private_key is None else (
+            "ES256" if isinstance(private_key, ec.EllipticCurvePrivateKey) else "RS256")
         self._meta: dict | None = None
         self._jwks: list[dict] = []
         self.lock = threading.Lock()
@@ -331,16 +341,32 @@ class Upstream:
         return key
 
     # --- the login ---------------------------------------------------------------------
-    def exchange(self, code: str, redirect_uri: str, verifier: str) -> dict:
-        """Redeems vaultd's code with the organization's credentials (client_secret_basic;
-        RFC 6749 2.3.1 form-encodes both halves before base64)."""
+    def client_authentication(self, token_endpoint: str) -> tuple[dict, dict]:
+        """(form fields, headers) that authenticate the organization at the upstream:
+        a fresh private_key_jwt assertion (one minute, its own jti, for this token
+        endpoint only), or client_secret_basic (RFC 6749 2.3.1 form-encodes both halves
+        before base64)."""
+        if self.private_key is not None:
+            now = int(time.time())
+            assertion = jwt.encode({"iss": self.client_id, "sub": self.client_id, "aud": token_endpoint,
+                                    "iat": now, "exp": now + 60, "jti": secrets.token_urlsafe(24)},
+                                   self.private_key, algorithm=self.assertion_alg)
+            return ({"client_id": self.client_id,
+                     "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                     "client_assertion": assertion}, {})
         basic = base64.b64encode(
             f"{quote_plus(self.client_id)}:{quote_plus(self.secret)}".encode()).decode()
+        return {}, {"Authorization": f"Basic {basic}"}
+
+    def exchange(self, code: str, redirect_uri: str, verifier: str) -> dict:
+        """Redeems vaultd's code with the organization's credentials."""
+        endpoint = self.metadata()["token_endpoint"]
+        fields, headers = self.client_authentication(endpoint)
         status, body = self._call(
-            "POST", self.metadata()["token_endpoint"],
+            "POST", endpoint,
             data={"grant_type": "authorization_code", "code": code,
-                  "redirect_uri": redirect_uri, "code_verifier": verifier},
-            headers={"Authorization": f"Basic {basic}", "Accept": "application/json"})
+                  "redirect_uri": redirect_uri, "code_verifier": verifier, **fields},
+            headers={**headers, "Accept": "application/json"})
         if status == 200 and body is not None:
             return body
         error = (body or {}).get("error")
@@ -663,14 +689,28 @@ def parse_upstream(spec: str, http: httpx.Client) -> Upstream:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name) or name == "me" or len(parts) != 3:
         raise SystemExit(f"--upstream: expected NAME=ISSUER,CLIENT_ID,CLIENT_SECRET (got name {name!r})")
     issuer, client_id, secret = parts
+    private_key = None
     if secret.startswith("env:"):
         secret = os.environ.get(secret[4:]) or ""
+    elif secret.startswith("private_key_jwt:"):
+        path = secret[len("private_key_jwt:"):]
+        try:
+            if os.stat(path).st_mode & 0o077:
+                raise SystemExit(f"--upstream {name}: {path} is readable by others; chmod 600 it")
+            with open(path, "rb") as f:
+                private_key = serialization.load_pem_private_key(f.read(), password=None)
+        except (OSError, ValueError, TypeError) as e:
+            raise SystemExit(f"--upstream {name}: cannot use the key in {path}: {type(e).__name__}") from None
+        if not (isinstance(private_key, rsa.RSAPrivateKey) or (
+                isinstance(private_key, ec.EllipticCurvePrivateKey) and private_key.curve.name == "secp256r1")):
+            raise SystemExit(f"--upstream {name}: the key must be RSA or EC P-256")
+        secret = "private_key_jwt"
     u = urlsplit(issuer)
     if not (u.scheme == "https" or (u.scheme == "http" and u.hostname in ("127.0.0.1", "::1"))):
         raise SystemExit(f"--upstream {name}: the issuer must be https (http only on loopback)")
     if not client_id or not secret:
         raise SystemExit(f"--upstream {name}: client id and secret are required")
-    return Upstream(name, issuer, client_id, secret, http)
+    return Upstream(name, issuer, client_id, secret, http, private_key)
 
 
 def watchdog(server, b: Backend, parent: int, watch_pid: int | None, idle_exit: float):

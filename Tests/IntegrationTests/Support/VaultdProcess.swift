@@ -11,6 +11,7 @@ import Glibc
 enum Binaries {
     static var vaultd: String { builtExecutable("vaultd", env: "VAULTD_BIN") }
     static var vaultctl: String { builtExecutable("vaultctl", env: "VAULTCTL_BIN") }
+    static var fpstub: String { builtExecutable("vault-fpstub", env: "VAULT_FPSTUB_BIN") }
 }
 
 /// The outcome of a child process run to completion.
@@ -69,6 +70,19 @@ final class VaultdProcess {
     /// The organization's config file (ConfigLayers), absent unless a test writes it.
     var systemConfigPath: String { root + "/system-config.toml" }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    /// vaultd's clock offset in seconds (DaemonClock, debug builds only); read
+    /// only when the fixture was started with `movableClock`.
+    var clockPath: String { root + "/clock-offset" }
+    private var clockOffset: Int64 = 0
+
+    /// The environment entry that lets the test move vaultd's clock (`advanceClock`).
+    var movableClock: [String: String] { ["SESSIONVAULT_TEST_CLOCK_FILE": clockPath] }
+
+    /// Moves vaultd's clock forward; it reads the file at each reading of the time.
+    func advanceClock(seconds: Int64) throws {
+        clockOffset += seconds
+        try "\(clockOffset)\n".write(toFile: clockPath, atomically: true, encoding: .utf8)
+    }
 
     /// Creates the temp dir and writes the config. Does not start vaultd.
     init(config: String? = VaultdProcess.fastPINConfig, keyring: String? = "file", extraArgs: [String] = [],

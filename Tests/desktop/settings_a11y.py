@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""clients/settings/sessionvault-settings as a person with a screen reader uses it (AT-SPI).
+
+Run inside a private session bus on an X display (DesktopPromptTests does):
+    dbus-run-session -- /usr/bin/python3 settings_a11y.py
+with DISPLAY, VAULTD, VAULTCTL and VAULT_FPSTUB set.
+
+A real vaultd with the stub fingerprint reader and the scripted pinentry
+(Tests/pinentry/fake-pinentry: vaultd's own dialogs, answered by the script), a
+session imported by vaultctl (which so is an allowed app). The window is read
+and used only through the accessibility tree, in bokmål: every button has a
+name; "Lag PIN-kode" sets a PIN in vaultd's dialog (the window never sees it),
+"Slå på" turns fingerprint login on, "Fjern" removes vaultctl's grant, "Logg
+ut" logs Kari out; after each, the window says so and vaultd agrees. Prints
+"CHECK <ok|FAIL> <what>" lines and exits 1 if any failed.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pyatspi
+from atspi_wait import Checks, all_nodes, wait_for_registry
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+APP = os.path.join(ROOT, "clients", "settings", "sessionvault-settings")
+FAKE_PINENTRY = os.path.join(ROOT, "Tests", "pinentry", "fake-pinentry")
+PIN = "482915"
+check = Checks()
+
+
+def window():
+    """Everything showing in the settings window (found by its title)."""
+    for app in pyatspi.Registry.getDesktop(0):
+        if app is None:
+            continue
+        found = all_nodes(app)
+        if any(n.getRoleName() == "frame" and n.name == "SessionVault" for n in found):
+            return found
+    return []
+
+
+def wait_for(what, predicate, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        found = window()
+        if predicate(found):
+            return found
+        time.sleep(0.3)
+    found = window()
+    print("TREE %s" % json.dumps(texts(found), ensure_ascii=False), flush=True)
+    check(False, "in time: %s" % what)
+    return found
+
+
+def name(node):
+    try:
+        return node.name
+    except Exception:   # gone since it was listed
+        return ""
+
+
+def texts(found):
+    return [name(n) for n in found if name(n)]
+
+
+def press(found, label, nth=0):
+    buttons = [n for n in found if name(n) == label and n.getRoleName() == "push button"]
+    check(len(buttons) > nth, "a button named %r is there" % label)
+    if len(buttons) > nth:
+        action = buttons[nth].queryAction()
+        action.doAction(0)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="sv-settings-")
+    launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check(wait_for_registry(), "the accessibility registry answers")
+    socket_path = os.path.join(work, "run", "vault.sock")
+    reader = os.path.join(work, "fpstub.json")
+    script = os.path.join(work, "pinentry-script")
+    open(script, "w").close()
+    config = os.path.join(work, "config.toml")
+    with open(config, "w") as f:
+        f.write('per_app = true\nprompt_timeout = 30\n[pin]\nargon_memory_mib = 8\nargon_ops = 1\n'
+                '[fingerprint]\nreader = "stub"\nallow_stub_reader = true\nstub_state = "%s"\nscan_timeout = 5\n' % reader)
+    env = dict(os.environ, HOME=work, SESSIONVAULT_SOCKET=socket_path, SESSIONVAULT_PINENTRY=FAKE_PINENTRY,
+               FAKE_PINENTRY_SCRIPT=script, FAKE_PINENTRY_LOG=os.path.join(work, "pinentry.log"),
+               SESSIONVAULT_SYSTEM_CONFIG=os.path.join(work, "no-system-config.toml"))
+    for key in ("LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        env.pop(key, None)
+    fpstub = [os.environ["VAULT_FPSTUB"], "--state", reader]
+    subprocess.run(fpstub + ["plug"], check=True, env=env)
+    subprocess.run(fpstub + ["enroll-finger", "right-index"], check=True, env=env)
+    vaultd_log = open(os.path.join(work, "vaultd.log"), "w+")
+    vaultd = subprocess.Popen([os.environ["VAULTD"], "--keyring=file", "--data-dir", os.path.join(work, "data"),
+                               "--socket", socket_path, "--config", config], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=vaultd_log)
+    settings = None
+    ctl = [os.environ["VAULTCTL"]]
+    try:
+        for _ in range(100):
+            if os.path.exists(socket_path):
+                break
+            time.sleep(0.1)
+        r = subprocess.run(ctl + ["import", "--issuer", "https://idp.example.test", "--client-id", "settings",
+                                  "--account", "kari", "--name", "Kari Nordmann", "--non-interactive"],
+                           input=json.dumps({"access_token": "AT-settings", "expires_at": int(time.time()) + 3600}),
+                           capture_output=True, text=True, env=env)
+        check(r.returncode == 0, "vaultctl imported a session: %s" % r.stderr.strip())
+        settings = subprocess.Popen(["/usr/bin/python3", APP], env=dict(env, LANG="nb_NO.UTF-8", GSK_RENDERER="cairo"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        found = wait_for("the window shows Kari's account", lambda f: "Kari Nordmann" in texts(f))
+        shown = texts(found)
+        print("READ %s" % json.dumps(shown, ensure_ascii=False), flush=True)
+        for heading in ("Opplåsing", "Kontoer", "Apper som får bruke innloggingen din"):
+            check(heading in shown, "the heading %r is read" % heading)
+        check("PIN-kode er ikke satt opp" in shown, "the PIN's state is read in the seeds' words")
+        check("Fingeravtrykk er ikke satt opp" in shown, "the fingerprint's state is read")
+        unnamed = [n.getRoleName() for n in found if n.getRoleName() in ("push button", "toggle button") and not name(n)]
+        check(not unnamed, "every button has a name (%r)" % unnamed)
+
+        # A PIN, typed twice in vaultd's own dialog; the window only waits.
+        with open(script, "w") as f:
+            f.write("pin %s\n" % PIN)
+        press(found, "Lag PIN-kode")
+        found = wait_for("the PIN is on", lambda f: "PIN-kode er slått på" in texts(f))
+        check("Ferdig." in texts(found), "the window says it is done")
+        log = open(os.path.join(work, "pinentry.log")).read()
+        check("SETREPEAT" in log, "vaultd's dialog asked for the new PIN twice")
+
+        # Fingerprint login: one scan at the stub reader.
+        subprocess.run(fpstub + ["next", "match", "right-index"], check=True, env=env)
+        press(found, "Slå på")
+        found = wait_for("fingerprint login is on", lambda f: "Fingeravtrykk er slått på" in texts(f))
+        status = subprocess.run(ctl + ["status"], capture_output=True, text=True, env=env).stdout
+        check("Fingerprint enabled" in status and "PIN enabled" in status, "vaultd agrees: %r" % status)
+
+        # vaultctl imported the session, so it may use it; Remove takes that back.
+        found = wait_for("vaultctl is listed as an allowed app", lambda f: "Får bruke: kari" in texts(f))
+        press(found, "Fjern")
+        found = wait_for("no app is allowed any more", lambda f: any(t.startswith("Ingen app har fått lov") for t in texts(f)))
+        apps = subprocess.run(ctl + ["apps", "--json"], capture_output=True, text=True, env=env).stdout
+        check('"apps":[]' in apps.replace(" ", ""), "vaultd agrees: %s" % apps.strip())
+
+        # Log out: the account goes, in the window and in vaultd.
+        press(found, "Logg ut")
+        # The page is redrawn whole: wait for the new one, not for a half-drawn one.
+        found = wait_for("Kari is logged out and the window says nobody is logged in",
+                         lambda f: "Kari Nordmann" not in texts(f)
+                         and any(t.startswith("Du er ikke logget inn") for t in texts(f)))
+        sessions = subprocess.run(ctl + ["sessions", "--json"], capture_output=True, text=True, env=env).stdout
+        check("kari" not in sessions, "vaultd agrees: %s" % sessions.strip())
+    finally:
+        if settings is not None:
+            settings.kill()
+            out = settings.communicate(timeout=10)[0]
+            if check.failed:
+                print("SETTINGS " + out.replace("\n", "\nSETTINGS "), flush=True)
+        vaultd.terminate()
+        vaultd.wait(10)
+        if check.failed:
+            vaultd_log.seek(0)
+            for line in vaultd_log:
+                print("VAULTD " + line.rstrip(), flush=True)
+        vaultd_log.close()
+        launcher.terminate()
+        shutil.rmtree(work, ignore_errors=True)
+    print("settings-a11y: %d failed" % check.failed, flush=True)
+    return 1 if check.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
