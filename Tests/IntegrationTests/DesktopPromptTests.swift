@@ -179,7 +179,7 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
         XCTAssertTrue(r.out.contains("offers fingerprint login\n  screenshot: \(shots)/login-choice-nb.png\n  screenshot: \(shots)/offer-fingerprint-nb.png\n  screenshot: \(shots)/enroll-fingerprint-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
         XCTAssertTrue(r.out.contains("vaultd asks for a fingerprint, and closes its dialog on the match\n  screenshot: \(shots)/fingerprint-dialog-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
-        for name in ["login-choice-nb", "offer-fingerprint-nb", "enroll-fingerprint-nb", "offer-fingerprint-en", "fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb"] {
+        for name in ["login-choice-nb", "offer-fingerprint-nb", "enroll-fingerprint-nb", "offer-fingerprint-en", "fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb", "settings-nb", "settings-en"] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
             XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
         }
