@@ -144,13 +144,13 @@ def main():
         # vaultctl imported the session, so it may use it; Remove takes that back.
         found = wait_for("vaultctl is listed as an allowed app, for Kari by her name",
                          lambda f: "Får bruke: Kari Nordmann" in texts(f))
-        press(found, "Fjern")
+        press(found, "Fjern: " + os.path.realpath(os.environ["VAULTCTL"]))  # named for a screen reader
         found = wait_for("no app is allowed any more", lambda f: any(t.startswith("Ingen app har fått lov") for t in texts(f)))
         apps = subprocess.run(ctl + ["apps", "--json"], capture_output=True, text=True, env=env).stdout
         check('"apps":[]' in apps.replace(" ", ""), "vaultd agrees: %s" % apps.strip())
 
         # Log out: the account goes, in the window and in vaultd.
-        press(found, "Logg ut")
+        press(found, "Logg ut: Kari Nordmann")  # says whom, for a screen reader
         # The page is redrawn whole: wait for the new one, not for a half-drawn one.
         found = wait_for("Kari is logged out and the window says nobody is logged in",
                          lambda f: "Kari Nordmann" not in texts(f)
