@@ -50,7 +50,9 @@ final class PINFactorTests: XCTestCase {
             XCTFail("expected rejection")
         } catch {
             guard case .rejected(let why) = error else { return XCTFail("\(error)") }
-            XCTAssertTrue(why.en.contains("vaultctl enroll pin"))
+            // Said to whoever asked (the settings app or vaultctl): no command in it.
+            XCTAssertEqual(why.en, "The PIN was not set up. Please try again.")
+            XCTAssertEqual(why.nb, "PIN-koden ble ikke satt opp. Prøv igjen.")
         }
     }
 
