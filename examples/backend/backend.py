@@ -21,7 +21,8 @@ by its owner only. It binds 127.0.0.1 (a TLS proxy goes in front: the contract i
 prints one line `READY http://127.0.0.1:PORT` once it accepts connections, and exits when
 its parent or --watch-pid dies, or after --idle-exit seconds without requests.
 
-Endpoints, per upstream NAME: POST /NAME/token, POST /NAME/revoke; shared: GET /me. For
+Endpoints, per upstream NAME: POST /NAME/token (a code, a refresh, or an RFC 8693 exchange of
+an ID token), POST /NAME/revoke; shared: GET /me. For
 tests, /_admin/ (loopback only, never through a proxy; --no-admin removes it) moves the
 clock, lists the sessions and counters, and plays an outage.
 
@@ -64,6 +65,12 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 LEEWAY = 60               # seconds of clock skew allowed on the upstream's exp / iat
 ID_TOKEN_MAX_AGE = 600    # an ID token from a code exchange was minted just now
+# RFC 8693's names (docs/backend.md section 6).
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+REFRESH_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:refresh_token"
+EXCHANGE_MAX_AGE = 300   # seconds since the ID token was issued
 ASYMMETRIC_ALGS = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
 
 
@@ -466,6 +473,7 @@ class Backend:
         self.limiter = RateLimiter(args.rate_limit)
         self.down = False
         self.slow_refresh: dict[str, float] = {}   # tests: {"before": s, "after": s}
+        self.exchanged: dict[str, float] = {}      # RFC 8693: spent ID tokens' SHA-256 -> exp
         self.last_request = time.monotonic()
         self.stats_lock = threading.Lock()
         self.stats = {"logins": 0, "refreshes": 0, "reuse_detected": 0, "revocations": 0,
@@ -526,6 +534,38 @@ class Backend:
         # The upstream's ID token, unchanged: vaultd checks its nonce and signature itself.
         # The upstream's access token is dropped here; it never leaves this function.
         return {**self.note_issued(grant), "id_token": id_token}
+
+    def exchange(self, up: Upstream, form: dict) -> dict:
+        """RFC 8693 token exchange (docs/backend.md section 6): the provider's ID token
+        instead of the code, for a setup where something else holding the organization's
+        credentials redeemed the code. An ID token is a bearer assertion, so this is the
+        weaker way in: it must have been issued in the last EXCHANGE_MAX_AGE seconds, each
+        one makes one session only, and the national ID must be in the ID token itself
+        (there is no access token for userinfo; Vipps puts `nin` only there, so a Vipps
+        ID token is refused here with `national_id`)."""
+        token, token_type = required(form, "subject_token", "subject_token_type")
+        if token_type != ID_TOKEN_TYPE:
+            raise OAuthError("invalid_request", "subject_token_type must be " + ID_TOKEN_TYPE)
+        if form.get("requested_token_type", REFRESH_TOKEN_TYPE) not in (REFRESH_TOKEN_TYPE, ACCESS_TOKEN_TYPE):
+            raise OAuthError("invalid_request", "requested_token_type: only a session (refresh or access token)")
+        claims = up.verify_id_token(token)
+        if claims["iat"] < time.time() - EXCHANGE_MAX_AGE:
+            raise OAuthError("invalid_grant", "id_token: too old to exchange")
+        # Spent by its hash until it expires (in memory: a restart forgets, but the
+        # ID token's own short life still bounds a replay).
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        with self.stats_lock:
+            now_real = time.time()
+            self.exchanged = {h: e for h, e in self.exchanged.items() if e > now_real}
+            if digest in self.exchanged:
+                raise OAuthError("invalid_grant", "id_token: already exchanged")
+            self.exchanged[digest] = float(claims["exp"])
+        subject, name, nin = up.identify(claims, None)
+        checks = self.check_person(nin, self.now())
+        grant = self.store.create_session(up.name, subject, name, checks, form["client_id"],
+                                          self.now(), self.session_days)
+        self.count("logins")
+        return {**self.note_issued(grant), "issued_token_type": ACCESS_TOKEN_TYPE}
 
     def refresh(self, up: Upstream, form: dict) -> dict:
         (token,) = required(form, "refresh_token")
@@ -588,6 +628,8 @@ def create_app(b: Backend) -> Flask:
             body = b.login(up, form)
         elif grant == "refresh_token":
             body = b.refresh(up, form)
+        elif grant == TOKEN_EXCHANGE:
+            body = b.exchange(up, form)
         elif not grant:
             raise OAuthError("invalid_request", "missing grant_type")
         else:
