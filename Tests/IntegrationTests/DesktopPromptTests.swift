@@ -188,17 +188,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// The example app itself as a screen reader reads it (Tests/desktop/example_a11y.py):
     /// the window, the sentence in bokmål and the button that asks again have names.
     func testTheGTKExampleAppAsAScreenReaderReadsIt() throws {
-        let display = try startXvfb()
-        for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core)")
-        }
-        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi, gi; gi.require_version('Gtk', '3.0')"],
-                                   env: childEnvironment([:]), timeout: 20)
-        if probe.exit != 0 { throw cannotRunHere("pyatspi or GTK 3 for Python is missing (Debian: python3-pyatspi, python3-gi, gir1.2-gtk-3.0)") }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("desktop/example_a11y.py").path
-        let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
-                               env: childEnvironment(["DISPLAY": display]), timeout: 60)
+        let r = try runA11yScript("example_a11y.py", probe: "import pyatspi, gi; gi.require_version('Gtk', '3.0')",
+                                  missing: "pyatspi or GTK 3 for Python is missing (Debian: python3-pyatspi, python3-gi, gir1.2-gtk-3.0)",
+                                  env: [:], timeout: 60)
         XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
         XCTAssertTrue(r.out.contains("app-a11y: 0 failed"), r.out)
     }
@@ -208,22 +200,31 @@ final class DesktopPromptTests: VaultdTestCase {
     /// a PIN set and fingerprint login turned on in vaultd's own dialogs, an app's
     /// grant removed, an account logged out; the window and vaultd agree after each.
     func testTheSettingsAppAsAScreenReaderUsesIt() throws {
+        let r = try runA11yScript("settings_a11y.py",
+                                  probe: "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')",
+                                  missing: "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)",
+                                  env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
+                                  timeout: 240)
+        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        XCTAssertTrue(r.out.contains("settings-a11y: 0 failed"), r.out)
+        XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
+    }
+
+    /// Runs Tests/desktop/`name` in a private session bus on a new virtual display,
+    /// after checking for the accessibility stack and for what `probe` imports
+    /// (a missing one is `cannotRunHere`: a failure under CI=true).
+    func runA11yScript(_ name: String, probe: String, missing: String, env: [String: String],
+                       timeout: Double) throws -> ProcessOutcome {
         let display = try startXvfb()
         for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core)")
         }
-        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"],
-                                   env: childEnvironment([:]), timeout: 20)
-        if probe.exit != 0 { throw cannotRunHere("pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)") }
+        let probed = try runProcess("/usr/bin/python3", ["-c", probe], env: childEnvironment([:]), timeout: 20)
+        if probed.exit != 0 { throw cannotRunHere(missing) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("desktop/settings_a11y.py").path
-        let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
-                               env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
-                                                      "VAULT_FPSTUB": Binaries.fpstub]),
-                               timeout: 240)
-        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
-        XCTAssertTrue(r.out.contains("settings-a11y: 0 failed"), r.out)
-        XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
+            .appendingPathComponent("desktop/" + name).path
+        return try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
+                              env: childEnvironment(env.merging(["DISPLAY": display]) { $1 }), timeout: timeout)
     }
 
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
