@@ -162,12 +162,12 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
 
     /// “Allow ‘X’ to use your BankID session?”: Allow (OK), Only this time
     /// (pinentry's second button), Deny (Cancel, and closing the dialog).
-    /// An app known only by its program is labelled unverified, with why.
+    /// An app known only by its program gets a plain sentence saying so, and when to allow it.
     public func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer {
         let app = question.app
-        var text = Messages.allowAppQuestion(Messages.appLabel(app.shortName, verified: app.verified),
+        var text = Messages.allowAppQuestion(Messages.appLabel(AppName.display(app, language: language)),
                                              provider: question.provider).text(language)
-        if !app.verified { text += "\n\n" + Messages.unverifiedAppWarning(app.name).text(language) }
+        if !app.verified { text += "\n\n" + Messages.unverifiedApp(app.shortName).text(language) }
         if !question.allowed.isEmpty { text += "\n\n" + Messages.otherAppsAllowed(question.allowed).text(language) }
         let d = Dialog(kind: .confirm, title: Messages.dialogTitle.text(language), description: text,
                        ok: Messages.dialogAllow.text(language), notOK: Messages.dialogOnlyThisTime.text(language),
@@ -218,7 +218,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
 
     /// A dialog of `kind` naming the app that asks, then `text`.
     func dialog(_ kind: Dialog.Kind, text: String, ok: LocalizedText) -> Dialog {
-        let asking = state.appName(requester).map { Messages.appAsks($0) } ?? Messages.unknownAppAsks
+        let asking = state.appName(requester, language: language).map { Messages.appAsks($0) } ?? Messages.unknownAppAsks
         var description = asking.text(language) + "\n\n" + text
         // A message shown just before a question that is not a PIN goes on top of it.
         if kind == .confirm, let pending = state.takePendingForQuestion() {
@@ -293,9 +293,9 @@ final class ConversationState: Sendable {
     }
 
     /// Read once per conversation, at its first dialog (most requests never show one).
-    func appName(_ requester: Requester) -> String? {
+    func appName(_ requester: Requester, language: Language) -> String? {
         if let known = inner.withLock({ $0.appName }) { return known }
-        let name = AppName.of(requester)
+        let name = AppName.of(requester, language: language)
         inner.withLock { $0.appName = .some(name) }
         return name
     }

@@ -145,13 +145,27 @@ extension ClientConversation {
         guard yes else { throw VaultFailure(.cancelled) }
     }
 
-    /// Asks the person which provider to log in with: one button each, and
-    /// Cancel (nil).
-    func chooseProvider(_ candidates: [any IdentityProvider], toContinue: Bool) async throws(FactorError) -> (any IdentityProvider)? {
+    /// Asks the person which provider to log in with: one button each, the
+    /// `beside` choices after them (another factor), and Cancel. `saying`
+    /// comes first in the same dialog: why a login is asked for.
+    func chooseProvider(_ candidates: [any IdentityProvider], toContinue: Bool, saying: LocalizedText? = nil,
+                        beside: [ChoiceOption] = []) async throws(FactorError) -> ProviderChoice {
         var options = candidates.map { ChoiceOption(value: $0.id, label: Messages.useProvider($0.displayName)) }
+        options += beside
         options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
-        let choice = try await choose(Messages.chooseLogin(candidates.map(\.displayName), toContinue: toContinue),
-                                                   options: options)
-        return candidates.first { $0.id == choice }
+        // What happened already says to log in (“… Log in with BankID or Vipps to …”).
+        let prompt = saying ?? Messages.chooseLogin(candidates.map(\.displayName), toContinue: toContinue)
+        let choice = try await choose(prompt, options: options)
+        if let provider = candidates.first(where: { $0.id == choice }) { return .provider(provider) }
+        if beside.contains(where: { $0.value == choice }) { return .other(choice) }
+        return .cancelled
     }
+}
+
+/// What the person chose in the provider choice.
+enum ProviderChoice {
+    case provider(any IdentityProvider)
+    /// One of the other buttons (a factor's id).
+    case other(String)
+    case cancelled
 }

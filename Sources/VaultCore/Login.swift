@@ -44,13 +44,13 @@ extension Vault {
         guard let id else {
             guard conversation.isInteractive else { throw .badRequest(Messages.loginNeedsProvider) }
             guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
-            let chosen: (any IdentityProvider)?
+            let choice: ProviderChoice
             do {
-                chosen = try await conversation.chooseProvider(providers.loginProviders, toContinue: false)
+                choice = try await conversation.chooseProvider(providers.loginProviders, toContinue: false)
             } catch {
                 throw failure(from: error)
             }
-            guard let chosen else { throw VaultFailure(.cancelled) }
+            guard case .provider(let chosen) = choice else { throw VaultFailure(.cancelled) }
             return try await login(provider: chosen.id, conversation: conversation)
         }
         guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
@@ -184,27 +184,37 @@ extension Vault {
 
     public nonisolated func memberConflicts() async -> [JSON] { await members.conflicts() }
 
-    /// The last resort of the unlock policy: offer the providers whose login
-    /// can open this vault, and run the chosen one.
-    func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?) async -> Result<Void, VaultFailure> {
+    /// How a login step of an unlock ended.
+    enum LoginStep {
+        case finished(Result<Void, VaultFailure>)
+        /// The person chose a factor offered beside the providers.
+        case choseFactor(FactorID)
+    }
+
+    /// The login step of the unlock policy: offer the providers whose login
+    /// can open this vault (after `saying` why, and with the factors `beside`
+    /// them as other buttons), and run the chosen one.
+    func unlockByLogin(_ conversation: any ClientConversation, after failure: VaultFailure?,
+                       saying: LocalizedText? = nil, beside: [ChoiceOption] = []) async -> LoginStep {
         let candidates = providers.loginProviders
-        guard !candidates.isEmpty else { return .failure(failure ?? policy.lockedFailure()) }
+        guard !candidates.isEmpty else { return .finished(.failure(failure ?? policy.lockedFailure())) }
         let provider: any IdentityProvider
         do {
-            guard let chosen = try await conversation.chooseProvider(candidates, toContinue: true) else {
-                return .failure(VaultFailure(.cancelled))
+            switch try await conversation.chooseProvider(candidates, toContinue: true, saying: saying, beside: beside) {
+            case .provider(let chosen): provider = chosen
+            case .other(let value): return .choseFactor(FactorID(rawValue: value))
+            case .cancelled: return .finished(.failure(VaultFailure(.cancelled)))
             }
-            provider = chosen
         } catch {
             // A dialog that timed out or a pinentry that broke says so; not interactive: what the policy said.
-            return .failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : self.failure(from: error))
+            return .finished(.failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : self.failure(from: error)))
         }
         do {
             let login = try await runLogin(provider, conversation)
             _ = try await adopt(login, from: provider, conversation: conversation)
-            return vaultKey != nil ? .success(()) : .failure(policy.loggedInButLocked())
+            return .finished(vaultKey != nil ? .success(()) : .failure(policy.loggedInButLocked()))
         } catch {
-            return .failure(error)
+            return .finished(.failure(error))
         }
     }
 

@@ -70,9 +70,17 @@ extension Vault {
                             loginFallback: preferred == nil && !providers.loginProviders.isEmpty)
         while true {
             switch run.next() {
-            case .login(let last):
-                // Last resort: a fresh login with a provider whose slot opens the vault.
-                return await unlockByLogin(conversation, after: last)
+            case .login(let last, let saying, let beside):
+                // A fresh login with a provider whose slot opens the vault: the
+                // last resort, or at once after an enrollment change.
+                let others = beside.compactMap { id in
+                    factors[id].flatMap { keyslots[id.rawValue] == nil ? nil : ChoiceOption(
+                        value: id.rawValue, label: Messages.dialogUseInstead($0.descriptor.displayName)) }
+                }
+                switch await unlockByLogin(conversation, after: last, saying: saying, beside: others) {
+                case .finished(let result): return result
+                case .choseFactor(let id): run.choseBesideLogin(id)
+                }
             case .fail(let last):
                 return .failure(last ?? policy.lockedFailure())
             case .ask(let id, let index):
@@ -104,8 +112,11 @@ extension Vault {
                     _ = run.record(.chose(choice))
                 case .next(let failure):
                     if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
-                    // Say why before offering the next way in.
-                    if run.record(.failed(failure)) { await conversation.show(failure.message) }
+                    // A fingerprint that failed leads to BankID/Vipps (the PIN
+                    // beside it); one that only needs the PIN first does not.
+                    let presence = factor.descriptor.contribution == .presenceOnly && failure.code != .locked
+                    // Say why before offering the next way in (the login's dialog says it itself).
+                    if run.record(presence ? .presenceFailed(failure) : .failed(failure)) { await conversation.show(failure.message) }
                 }
             }
         }
@@ -157,8 +168,12 @@ extension Vault {
                     audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
                     return .chose(choice)
                 case .pressed(.cancel):
-                    // Cancel in the dialog (or the client went away): the person does not want in now.
                     audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
+                    // Cancel on the fingerprint offers the PIN when there is one
+                    // (seed 001); a client that went away gets no dialog from it
+                    // (its conversation answers every question as cancelled).
+                    if let other = options.first(where: { $0.value != Vault.loginChoice }) { return .chose(other.value) }
+                    // Otherwise: the person does not want in now.
                     return .stop(VaultFailure(.cancelled))
                 default:
                     break

@@ -569,17 +569,18 @@ extension Messages {
         return LocalizedText(en: "Allow \(app.en) to use your \(provider) session?",
                       nb: "Vil du la \(app.nb) bruke \(provider)-økten din?")
     }
-    /// An app's name as dialogs show it; an unverified one says so.
-    public static func appLabel(_ name: String, verified: Bool) -> LocalizedText {
+    /// An app's name as dialogs show it.
+    public static func appLabel(_ name: String) -> LocalizedText {
         let name = shown(name)
-        return verified ? LocalizedText(en: "‘\(name)’", nb: "«\(name)»")
-            : LocalizedText(en: "‘\(name)’ (unverified)", nb: "«\(name)» (ikke bekreftet)")
+        return LocalizedText(en: "‘\(name)’", nb: "«\(name)»")
     }
-    public static func unverifiedAppWarning(_ path: String) -> LocalizedText {
-        let path = shown(path, limit: 256)
+    /// Below the grant question for an app known only by the program it runs:
+    /// what SessionVault cannot see, and when to say yes, without alarm.
+    public static func unverifiedApp(_ program: String) -> LocalizedText {
+        let program = shown(program)
         return LocalizedText(
-            en: "SessionVault could not verify which app this is: only its program, \(path), is known, and another program of yours could pretend to be it.",
-            nb: "SessionVault kunne ikke bekrefte hvilken app dette er: bare programmet, \(path), er kjent, og et annet program hos deg kan late som det er det.")
+            en: "SessionVault cannot see which app this is, only the program it runs (\(program)). Allow it if you just opened an app that uses your login.",
+            nb: "SessionVault kan ikke se hvilken app dette er, bare programmet den kjører (\(program)). Tillat det hvis du nettopp åpnet en app som bruker innloggingen din.")
     }
     public static func otherAppsAllowed(_ apps: [String]) -> LocalizedText {
         LocalizedText(en: "Allowed now: \(apps.joined(separator: ", ")).", nb: "Tillatt nå: \(apps.joined(separator: ", ")).")

@@ -226,6 +226,8 @@ extension RequestHandler {
             let lastUse = grants.compactMap(\.lastUse).max()
             return [
                 "app": .string(app.name), "kind": .string(app.kind.rawValue), "verified": .bool(app.verified),
+                "name": .string(Messages.shown(DesktopEntryName.ofThisProcess.name(of: app, language: conversation.language)
+                                               ?? app.shortName)),
                 "accounts": .array(grants.map { .string($0.account) }), "last_use": lastUse.map { .int($0) } ?? .null,
             ]
         }

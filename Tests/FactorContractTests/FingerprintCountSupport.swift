@@ -68,6 +68,7 @@ final class PersonClient: ClientConversation, Sendable {
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { false }
     func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
         log.add("login")
+        log.said(prompt.en)
         throw .cancelled
     }
 }

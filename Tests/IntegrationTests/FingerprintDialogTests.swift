@@ -139,6 +139,25 @@ final class FingerprintDialogTests: VaultdTestCase {
         assertNoPinentryLeft()
     }
 
+    /// Seed 001: Cancel on the fingerprint dialog offers the PIN; with no login configured, Cancel there ends the request.
+    func testCancelOnTheFingerprintDialogOffersThePIN() throws {
+        let v = try lockedVault()
+        try fake.set(["cancel", "pin \(Self.pin)"])
+        let app = try asking(v)
+        let r = try app.readJSON(timeout: 20)
+        XCTAssertTrue(r.isOK, r.text)
+        XCTAssertEqual(count("GETPIN"), 1, "\(fake.lines)")
+
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        try fake.set(["cancel", "cancel"])
+        let again = try asking(v, id: 6)
+        let cancelled = try again.readJSON(timeout: 20)
+        XCTAssertEqual(cancelled.errorCode, "cancelled", cancelled.text)
+        XCTAssertEqual(count("GETPIN"), 2, "the PIN was offered, once: \(fake.lines)")
+        XCTAssertEqual(try status(v)["locked"], true)
+        assertNoPinentryLeft()
+    }
+
     func testTheDialogClosesWhenTheAppGoesAway() throws {
         let v = try lockedVault()
         try fake.set(["wait"])

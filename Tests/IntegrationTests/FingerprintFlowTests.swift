@@ -213,16 +213,15 @@ final class FingerprintFlowTests: VaultdTestCase {
 /// (docs/key-hierarchy.md): it gives a working BankID session at once, and the
 /// sessions saved before wait for the PIN, as the answer says.
 final class FallbackToLoginTests: VaultdTestCase {
-    func testFingerprintFailsPINLockedOutThenBankIDAndReenrollment() throws {
-        let v = try makeVaultd(config: "[pin]\nargon_memory_mib = 64\nfree_attempts = 1\nfirst_delay = 600\n", extraArgs: ["--demo"])
-        let stub = v.root + "/fpstub.json"
+    var stub = ""
+
+    /// vaultd with its demo providers and the stub reader; a first login with
+    /// Demo Vipps whose fingerprint offer is accepted, then a PIN; locked.
+    func demoVaultWithFingerprint(pin: String = "[pin]\nargon_memory_mib = 64\nfree_attempts = 1\nfirst_delay = 600\n") throws -> VaultdProcess {
+        let v = try makeVaultd(config: pin, extraArgs: ["--demo"])
+        stub = v.root + "/fpstub.json"
         try (v.configLines() + "[fingerprint]\nreader = \"stub\"\nstub_state = \"\(stub)\"\nscan_timeout = 5\n")
             .write(toFile: v.configPath, atomically: true, encoding: .utf8)
-        func fpstub(_ args: String...) {
-            let out = try? runProcess(Binaries.fpstub, ["--state", stub] + args,
-                                      env: childEnvironment([:]), timeout: 20)
-            XCTAssertEqual(out?.exit, 0, "vault-fpstub \(args)")
-        }
         fpstub("plug")
         fpstub("enroll-finger", "right-index")
         try v.start()
@@ -234,22 +233,41 @@ final class FallbackToLoginTests: VaultdTestCase {
         XCTAssertTrue(login.err.contains("Turn on fingerprint login?"), login.err)
         enrollPIN(v)
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        return v
+    }
 
-        // Three failed scans → PIN (wrong: locked out at once) → the login choice → Demo BankID.
-        for _ in 0..<3 { fpstub("next", "no-match") }
-        let script = PromptScript(secrets: ["000001"], confirm: true, choices: ["bankid"]) { prompt in
+    func fpstub(_ args: String...) {
+        let out = try? runProcess(Binaries.fpstub, ["--state", stub] + args, env: childEnvironment([:]), timeout: 20)
+        XCTAssertEqual(out?.exit, 0, "vault-fpstub \(args)")
+    }
+
+    /// A prompt script that logs in as Kari in the demo provider's page when vaultd opens it.
+    func loginScript(secrets: [String] = [], choices: [String]) -> PromptScript {
+        PromptScript(secrets: secrets, confirm: true, choices: choices) { prompt in
             if prompt.kind == .openURL, let url = prompt.extra["url"]?.stringValue {
                 _ = try? runProcess(TestProvider.browser, [url], env: childEnvironment(["TEST_USER": "kari"]), timeout: 30)
             }
         }
+    }
+
+    func testFingerprintFailsPINLockedOutThenBankIDAndReenrollment() throws {
+        let v = try demoVaultWithFingerprint()
+
+        // Three failed scans → the login choice, the PIN beside it → PIN (wrong: locked out at once) → the login choice → Demo BankID.
+        for _ in 0..<3 { fpstub("next", "no-match") }
+        let script = loginScript(secrets: ["000001"], choices: ["pin", "bankid"])
         let c = try v.raw()
         defer { c.close() }
         try c.hello(interactive: true)
         let r = try c.call("session", ["account": "vipps"], timeout: 60, onPrompt: script.handler)
         XCTAssertEqual(r.errorCode, "locked", r.text)
         XCTAssertTrue(r.text.contains("wait for your PIN"), r.text)
+        let choices = script.prompts.filter { $0.kind == .choice }.map(\.text)
+        XCTAssertEqual(choices.count, 2, "\(choices)")
+        XCTAssertTrue(choices.first?.contains("That did not match several times") == true,
+                      "the failed fingerprint leads to the BankID/Vipps choice, saying why; the PIN beside it: \(choices)")
         XCTAssertTrue(script.messages.contains { $0.contains("Too many wrong attempts") }, "\(script.messages)")
-        XCTAssertTrue(script.prompts.contains { $0.kind == .choice && $0.text.contains("Demo BankID") })
+        XCTAssertTrue(choices.last?.contains("Demo BankID") == true, "then the login, the last way in: \(choices)")
         let bankid = try c.call("session", ["account": "bankid"], timeout: 10)
         XCTAssertTrue(bankid.isOK, "the login's own session works at once: \(bankid.text)")
         let status = v.vaultctl(["sessions"])
@@ -258,6 +276,36 @@ final class FallbackToLoginTests: VaultdTestCase {
         let audit = try auditEntries(v)
         XCTAssertTrue(audit.contains { $0["event"] == "login" && $0["factor"] == "bankid" && $0["outcome"] == "ok" })
         XCTAssertEqual(audit.filter { $0["event"] == "enroll" && $0["factor"] == "fingerprint" }.count, 1)
+    }
+
+    /// Seed 003: after an enrollment change the next dialog is the BankID/Vipps
+    /// choice, saying what happened, with the PIN beside it; the login gives
+    /// the app its session at once.
+    func testAnEnrollmentChangeGoesStraightToTheLoginChoice() throws {
+        let v = try demoVaultWithFingerprint(pin: VaultdProcess.fastPINConfig)
+        fpstub("enroll-finger", "left-index")   // someone added a finger
+        fpstub("next", "match", "right-index")
+        let script = loginScript(choices: ["vipps"])
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: true)
+        let r = try c.call("session", ["account": "vipps"], timeout: 60, onPrompt: script.handler)
+        XCTAssertTrue(r.isOK, "the login's fresh session, at once: \(r.text)")
+        let choices = script.prompts.filter { $0.kind == .choice }
+        XCTAssertEqual(choices.count, 1, "\(script.prompts.map(\.text))")
+        XCTAssertTrue(choices.first?.text.contains("Your fingerprints on this computer have changed") == true,
+                      "the choice says what happened: \(choices.map(\.text))")
+        let offered = choices.map { JSON.object($0.extra).text }
+        XCTAssertTrue(offered.first?.contains("\"pin\"") == true, "the PIN beside the providers: \(offered)")
+        XCTAssertEqual(script.secretPrompts, 0, "the PIN was not asked first")
+        XCTAssertFalse(script.messages.contains { $0.contains("have changed") }, "said once, in the choice: \(script.messages)")
+
+        // The PIN beside the providers opens the vault too.
+        XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        let pin = loginScript(secrets: [Self.pin], choices: ["pin"])
+        let again = try c.call("session", ["account": "vipps"], timeout: 60, onPrompt: pin.handler)
+        XCTAssertTrue(again.isOK, again.text)
+        XCTAssertEqual(pin.secretPrompts, 1)
     }
 }
 

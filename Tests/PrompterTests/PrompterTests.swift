@@ -236,9 +236,53 @@ final class PrompterTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: dir + "/77/root", withIntermediateDirectories: true)
         try "[Application]\nname=no.likeperson.Aktivitetslogg\nruntime=runtime/org.gnome.Platform\n"
             .write(toFile: dir + "/77/root/.flatpak-info", atomically: true, encoding: .utf8)
-        XCTAssertEqual(AppName.of(Requester(pid: 77, uid: 1, executable: "/usr/bin/python3.11"), procRoot: dir), "no.likeperson.Aktivitetslogg")
-        XCTAssertEqual(AppName.of(Requester(pid: 78, uid: 1, executable: "/opt/app/aktivitetslogg (deleted)"), procRoot: dir), "aktivitetslogg")
+        let none = DesktopEntryName(directories: [dir + "/nothing"])
+        XCTAssertEqual(AppName.of(Requester(pid: 77, uid: 1, executable: "/usr/bin/python3.11"), language: .en, procRoot: dir, entries: none),
+                       "no.likeperson.Aktivitetslogg")
+        XCTAssertEqual(AppName.of(Requester(pid: 78, uid: 1, executable: "/opt/app/aktivitetslogg (deleted)"), language: .en, procRoot: dir, entries: none),
+                       "aktivitetslogg")
         XCTAssertNil(AppIdentity.flatpakAppID("[Application]\nname=evil%0Aname\n"))
+    }
+
+    /// Issue 22: a dialog names an app as the desktop does, from its `.desktop`
+    /// entry, in the person's language; never for an app known by its program alone.
+    func testAppNameFromItsDesktopEntry() throws {
+        let exports = dir + "/home/flatpak/exports/share/applications"
+        let usr = dir + "/usr/applications"
+        for d in [exports, usr] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        try """
+            [Desktop Entry]
+            Type=Application
+            Name=Activity log
+            Name[nb]=Aktivitetslogg
+            Exec=aktivitetslogg
+
+            [Desktop Action new]
+            Name[nb]=Ny oppføring
+            """.write(toFile: exports + "/no.likeperson.Aktivitetslogg.desktop", atomically: true, encoding: .utf8)
+        try "[Desktop Entry]\nName=Text Editor\nName[nb_NO]=Tekstbehandler\n".write(toFile: usr + "/org.gnome.TextEditor.desktop", atomically: true, encoding: .utf8)
+        try "[Desktop Entry]\nName=Gone\nHidden=true\n".write(toFile: usr + "/org.example.Gone.desktop", atomically: true, encoding: .utf8)
+        try "[Desktop Entry]\nName=Mentor\n".write(toFile: usr + "/mentor_mentor.desktop", atomically: true, encoding: .utf8)
+        try "[Desktop Entry]\nName=Python\n".write(toFile: usr + "/python3.11.desktop", atomically: true, encoding: .utf8)
+
+        let entries = DesktopEntryName(environment: ["HOME": "/nonexistent", "XDG_DATA_HOME": dir + "/home", "XDG_DATA_DIRS": dir + "/usr"])
+        XCTAssertEqual(entries.directories.first, exports)
+        XCTAssertTrue(entries.directories.contains("/var/lib/flatpak/exports/share/applications"))
+        XCTAssertEqual(entries.directories.last, usr)
+        let flatpak = AppIdentity(kind: .flatpak, name: "no.likeperson.Aktivitetslogg")
+        XCTAssertEqual(entries.name(of: flatpak, language: .nb), "Aktivitetslogg")
+        XCTAssertEqual(entries.name(of: flatpak, language: .en), "Activity log", "an action's Name is not the app's")
+        let desktop = AppIdentity(kind: .desktop, name: "org.gnome.TextEditor")
+        XCTAssertEqual(entries.name(of: desktop, language: .nb), "Tekstbehandler")
+        XCTAssertEqual(AppName.display(desktop, language: .en, entries: entries), "Text Editor")
+        XCTAssertEqual(entries.name(of: AppIdentity(kind: .snap, name: "mentor"), language: .en), "Mentor")
+        XCTAssertNil(entries.name(of: AppIdentity(kind: .desktop, name: "org.example.Gone"), language: .en), "Hidden=true is a deleted entry")
+        let program = AppIdentity(kind: .executable, name: "/usr/bin/python3.11")
+        XCTAssertNil(entries.name(of: program, language: .en), "a program's own claim names nothing")
+        XCTAssertEqual(AppName.display(program, language: .en, entries: entries), "python3.11")
+        XCTAssertEqual(AppName.display(AppIdentity(kind: .flatpak, name: "org.example.Unknown"), language: .en, entries: entries),
+                       "org.example.Unknown", "no entry: the id")
+        XCTAssertEqual(AppName.of(Requester(pid: 1, uid: 1, executable: nil, app: flatpak), language: .nb, entries: entries), "Aktivitetslogg")
     }
 
     func testAssuanEscaping() {

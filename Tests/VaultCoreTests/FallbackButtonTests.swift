@@ -57,16 +57,88 @@ final class FallbackButtonTests: XCTestCase {
         XCTAssertEqual(c.offeredChoices, [["bankid", "cancel"]])
     }
 
-    func testCancelStopsTheUnlock() async throws {
+    /// Seed 001: Cancel on the fingerprint offers the PIN instead.
+    func testCancelOnTheFingerprintOffersThePIN() async throws {
         let (vault, _) = try await lockedVault()
         let c = ScriptedClient(secrets: ["482915"], choices: ["bankid"], presses: ["cancel"])
+        try await vault.unlock(factor: nil, conversation: c)
+        let locked = vault.isLocked
+        XCTAssertFalse(locked, "the PIN opened it")
+        XCTAssertEqual(c.asked, 1)
+        XCTAssertTrue(c.offeredChoices.isEmpty, "no login choice")
+    }
+
+    func testCancelOnTheFingerprintThePINAndTheLoginStopsTheUnlock() async throws {
+        let (vault, _) = try await lockedVault()
+        let c = ScriptedClient(presses: ["cancel"])
         var failure: VaultFailure?
         do { try await vault.unlock(factor: nil, conversation: c) } catch { failure = error }
         XCTAssertEqual(failure?.code, .cancelled)
-        XCTAssertEqual(c.asked, 0)
-        XCTAssertTrue(c.offeredChoices.isEmpty)
+        XCTAssertEqual(c.asked, 1, "the PIN was offered once")
+        XCTAssertEqual(c.offeredChoices, [["bankid", "cancel"]], "then, as after any PIN dialog closed, the login; Cancel there ends it")
         let locked = vault.isLocked
         XCTAssertTrue(locked)
+    }
+
+    func testWithoutAPINCancelOnTheFingerprintStopsTheUnlock() async throws {
+        let fake = FakePresenceFactor(waits: true)
+        let vault = try fx.vault([fake, pin], providers: FakeDirectory(providers: [FakeIdentityProvider()]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [false]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        let c = ScriptedClient(choices: ["bankid"], presses: ["cancel"])
+        var failure: VaultFailure?
+        do { try await vault.unlock(factor: nil, conversation: c) } catch { failure = error }
+        XCTAssertEqual(failure?.code, .cancelled)
+        XCTAssertEqual(c.offeredButtons, [[Vault.loginChoice]], "the login was its own button")
+        XCTAssertTrue(c.offeredChoices.isEmpty)
+        XCTAssertEqual(c.asked, 0)
+    }
+
+    /// Seed 003: after an enrollment change the next dialog is the BankID/Vipps
+    /// choice, saying what happened, with the PIN beside the providers.
+    func testAnEnrollmentChangeGoesStraightToTheLoginChoiceWithThePINBesideIt() async throws {
+        let changed = VaultFailure.enrollmentChanged(FakePresenceFactor().descriptor).message.en
+        do {
+            let (vault, fake) = try await lockedVault()
+            fake.enrollment = [9, 9]
+            let c = ScriptedClient(secrets: ["482915"], choices: ["pin"])
+            try await vault.unlock(factor: nil, conversation: c)
+            let locked = vault.isLocked
+            XCTAssertFalse(locked, "the PIN beside the providers opened it")
+            XCTAssertEqual(c.offeredChoices, [["bankid", "pin", "cancel"]])
+            XCTAssertEqual(c.choicePrompts.first, changed, "the choice says what happened: \(c.choicePrompts)")
+            XCTAssertFalse(c.shown.contains(changed), "and no dialog before it says it again: \(c.shown)")
+            XCTAssertEqual(c.asked, 1)
+            XCTAssertFalse(try fx.store.keyslots().contains { $0.id == "fake" }, "the stale record is gone")
+        }
+    }
+
+    func testAFailedFingerprintGoesStraightToTheLoginWhichGivesTheSessionAtOnce() async throws {
+        let (vault, fake) = try await lockedVault()
+        fake.outcome = .fail(.tooManyAttempts)
+        let c = ScriptedClient(secrets: ["482915"], choices: ["bankid"])
+        let s = try await vault.release(account: "bankid", conversation: c)
+        XCTAssertEqual(s.accessToken, "AT-bankid-2", "the login's own session, at once")
+        XCTAssertEqual(c.asked, 0, "the PIN was not asked first")
+        XCTAssertEqual(c.offeredChoices, [["bankid", "pin", "cancel"]])
+        XCTAssertEqual(c.choicePrompts, [Messages.tooManyMisses.en], "the choice says what happened")
+    }
+
+    func testAnEnrollmentChangeWithoutALoginProviderGoesToThePIN() async throws {
+        let fake = FakePresenceFactor(waits: true)
+        let vault = try fx.vault([fake, pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        fake.enrollment = [9, 9]
+        let c = ScriptedClient(secrets: ["482915"])
+        try await vault.unlock(factor: nil, conversation: c)
+        XCTAssertEqual(c.asked, 1)
+        XCTAssertTrue(c.offeredChoices.isEmpty)
+        let changed = VaultFailure.enrollmentChanged(fake.descriptor).message.en
+        XCTAssertTrue(c.shown.contains(changed), "said before the PIN: \(c.shown)")
     }
 
     func testATimedOutProviderChoiceIsATimeoutNotACancel() async throws {

@@ -121,7 +121,7 @@ final class OfflineAttackerTests: XCTestCase {
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
         _ = try await vault.enroll("fake", conversation: ScriptedClient())
         await vault.lock(reason: "test")
-        // Three failed scans, the PIN cancelled, then BankID: the fallback login.
+        // Three failed scans, then BankID (chosen over the PIN beside it): the fallback login.
         fake.outcome = .fail(.tooManyAttempts)
         let client = ScriptedClient(secrets: [], choices: ["bankid"])
         let released = try await vault.release(account: "bankid", conversation: client)

@@ -67,3 +67,42 @@ final class UnlockRunTests: XCTestCase {
         XCTAssertEqual(without.next(), .fail(nil))
     }
 }
+
+/// Seed 003: an enrollment change goes straight to the login, whose dialog says
+/// what happened and offers the factors not yet asked beside the providers.
+final class UnlockRunEnrollmentChangeTests: XCTestCase {
+    let changed = VaultFailure(.enrollmentChanged, message: LocalizedText(en: "changed", nb: "endret"))
+
+    func testAChangeGoesToTheLoginAtOnceWithTheRestBesideIt() {
+        var run = UnlockRun(candidates: [.fingerprint, .pin], loginFallback: true)
+        XCTAssertEqual(run.next(), .ask(.fingerprint, index: 0))
+        XCTAssertFalse(run.record(.presenceFailed(changed)), "said in the login's dialog, not before it")
+        XCTAssertEqual(run.next(), .login(after: changed, saying: changed.message, beside: [.pin]))
+    }
+
+    func testThePINChosenBesideTheLoginIsAskedAndTheLoginComesLast() {
+        var run = UnlockRun(candidates: [.fingerprint, .pin], loginFallback: true)
+        _ = run.next()
+        _ = run.record(.presenceFailed(changed))
+        _ = run.next()
+        run.choseBesideLogin(.pin)
+        XCTAssertEqual(run.next(), .ask(.pin, index: 1))
+        let wrong = VaultFailure.noMatch(attemptsLeft: 0)
+        XCTAssertTrue(run.record(.failed(wrong)))
+        XCTAssertEqual(run.next(), .login(after: wrong), "the usual last login, without the change's sentence")
+    }
+
+    func testAPINsFailureStillGoesToTheNextWayInAfterSayingWhy() {
+        var run = UnlockRun(candidates: [.pin, .fingerprint], loginFallback: true)
+        _ = run.next()
+        XCTAssertTrue(run.record(.failed(VaultFailure(.timeout))))
+        XCTAssertEqual(run.next(), .ask(.fingerprint, index: 1))
+    }
+
+    func testWithoutALoginAChangeGoesToTheNextFactor() {
+        var run = UnlockRun(candidates: [.fingerprint, .pin], loginFallback: false)
+        _ = run.next()
+        XCTAssertTrue(run.record(.presenceFailed(changed)), "said before the PIN")
+        XCTAssertEqual(run.next(), .ask(.pin, index: 1))
+    }
+}

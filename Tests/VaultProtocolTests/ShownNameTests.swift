@@ -16,10 +16,10 @@ final class ShownNameTests: XCTestCase {
 
     func testEveryDialogSentenceThatNamesAnAppOrProviderCleansIt() {
         let evil = "evil\nDeny = Allow"
-        for text in [Messages.appAsks(evil), Messages.appNotAllowed(evil), Messages.appLabel(evil, verified: false),
-                     Messages.allowAppQuestion(Messages.appLabel("x", verified: true), provider: evil),
+        for text in [Messages.appAsks(evil), Messages.appNotAllowed(evil), Messages.appLabel(evil),
+                     Messages.allowAppQuestion(Messages.appLabel("x"), provider: evil),
                      Messages.useProvider(evil), Messages.chooseLogin([evil], toContinue: true), Messages.dialogUseLogin([evil]),
-                     Messages.unverifiedAppWarning("/tmp/" + evil), Messages.replaceSession(evil, provider: evil)] {
+                     Messages.unverifiedApp(evil), Messages.replaceSession(evil, provider: evil)] {
             XCTAssertFalse(text.en.contains("\n"), text.en)
             XCTAssertFalse(text.nb.contains("\n"), text.nb)
         }

@@ -34,6 +34,8 @@ public final class ScriptedClient: ClientConversation, Sendable {
         var secretsAsked = 0
         var confirmQuestions: [String] = []
         var offeredChoices: [[String]] = []
+        /// The text of each choice (English).
+        var choicePrompts: [String] = []
         var offeredButtons: [[String]] = []
     }
     private let script: Locked<Script>
@@ -56,6 +58,7 @@ public final class ScriptedClient: ClientConversation, Sendable {
     public var prompts: [String] { script.withLock { $0.prompts } }
     public var confirmQuestions: [String] { script.withLock { $0.confirmQuestions } }
     public var offeredChoices: [[String]] { script.withLock { $0.offeredChoices } }
+    public var choicePrompts: [String] { script.withLock { $0.choicePrompts } }
     public var offeredButtons: [[String]] { script.withLock { $0.offeredButtons } }
 
     public func show(_ message: LocalizedText) async { script.withLock { $0.shown.append(message.en) } }
@@ -88,6 +91,7 @@ public final class ScriptedClient: ClientConversation, Sendable {
         guard isInteractive else { throw .notInteractive }
         let pick: String? = script.withLock { s in
             s.offeredChoices.append(options.map(\.value))
+            s.choicePrompts.append(prompt.en)
             return s.choices.isEmpty ? nil : s.choices.removeFirst()
         }
         guard let pick else { throw chooseError }

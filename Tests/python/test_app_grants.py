@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -85,7 +86,20 @@ class TestAppGrants(FakePinentryTestCase):
             raise cannot_run_here("bwrap not found (apt-get install bubblewrap)")
         if not os.access(VAULTCTL, os.X_OK):
             raise cannot_run_here("vaultctl not found at %s (set VAULTCTL)" % VAULTCTL)
-        super().setUpClass()
+        # vaultd's XDG_DATA_HOME: where Flatpak exports the apps' .desktop entries.
+        cls.data_home = tempfile.mkdtemp(prefix="sv-pytest-data-")
+        cls.addClassCleanup(shutil.rmtree, cls.data_home, ignore_errors=True)
+        cls.exports = os.path.join(cls.data_home, "flatpak", "exports", "share", "applications")
+        os.makedirs(cls.exports)
+        old = os.environ.get("XDG_DATA_HOME")
+        os.environ["XDG_DATA_HOME"] = cls.data_home
+        try:
+            super().setUpClass()
+        finally:
+            if old is None:
+                del os.environ["XDG_DATA_HOME"]
+            else:
+                os.environ["XDG_DATA_HOME"] = old
 
     def dialogs(self):
         """The grant dialogs shown so far: each one's SETDESC and button lines."""
@@ -308,6 +322,34 @@ class TestAppGrants(FakePinentryTestCase):
                      if e["event"] == "grant" and e["detail"].get("account") == "siv"]
         self.assertEqual(decisions, [("allow", APP, "import"), ("allow", OTHER, "vaultctl"), ("allow", python, "vaultctl")])
 
+    def test_a_flatpak_app_is_named_as_the_desktop_names_it(self):
+        """Issue 22: the dialog names the app by its exported .desktop entry, in
+        the person's language; the entry is one the sandbox cannot write."""
+        app = "org.example.Kalender"
+        with open(os.path.join(self.exports, app + ".desktop"), "w") as f:
+            f.write("[Desktop Entry]\nType=Application\nName=Mentor calendar\nName[nb]=Mentorkalender\nExec=kalender\n")
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="siri"))
+        for lang, question in (("en", "SETDESC Allow ‘Mentor calendar’ to use your BankID session?"),
+                               ("nb", "SETDESC Vil du la «Mentorkalender» bruke BankID-økten din?")):
+            self.script("notok")
+            got = self.sandboxed(app, "session", account="siri", lang=lang)
+            self.assertEqual(got.get("ok", {}).get("access_token"), "AT-siri", got)
+            dialog = self.dialogs()[-1]
+            self.assertTrue(any(l.startswith(question) for l in dialog), dialog)
+            self.assertFalse(any(app in l for l in dialog if l.startswith("SETDESC")), dialog)
+        # Allowed: the list names it so too (the settings app shows that name).
+        self.script("ok")
+        self.assertIn("ok", self.sandboxed(app, "session", account="siri"))
+        self.assertEqual((self.grants()[app]["name"], self.grants()[APP]["name"]), ("Mentor calendar", APP))
+        # An app with no entry is named by its id.
+        self.script("cancel")
+        self.assertEqual(self.sandboxed("org.example.Ukjent", "session", account="siri").get("error"), "app_not_allowed")
+        self.assertTrue(any(l.startswith("SETDESC Allow ‘org.example.Ukjent’ to use") for l in self.dialogs()[-1]))
+        # The class's vaultd is shared: leave it as found.
+        self.vaultctl("apps", "revoke", app)
+        self.vaultctl("logout", "siri")
+
     def test_an_unverified_app_is_labelled_so(self):
         self.script()
         self.assertIn("ok", self.sandboxed(APP, "import", account="ola"))
@@ -319,8 +361,11 @@ class TestAppGrants(FakePinentryTestCase):
             self.assertEqual(c.session("ola")["access_token"], "AT-ola")
         dialog = self.dialogs()[-1]
         name = os.path.basename(exe)
-        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ (unverified) to use your BankID session?" % name)
-                            and "could not verify which app this is" in l and exe in l for l in dialog), dialog)
+        # Calm and plain: what SessionVault cannot see, and when to allow it.
+        self.assertTrue(any(l.startswith("SETDESC Allow ‘%s’ to use your BankID session?" % name)
+                            and "SessionVault cannot see which app this is, only the program it runs (%s)" % name in l
+                            and "Allow it if you just opened an app that uses your login." in l
+                            and "pretend" not in l and "unverified" not in l for l in dialog), dialog)
         grant = self.grants()[exe]
         self.assertEqual((grant["kind"], grant["verified"]), ("executable", False))
         listed = [l for l in self.vaultctl("apps").splitlines() if l.startswith(exe + "\t")]
