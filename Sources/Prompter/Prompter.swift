@@ -30,17 +30,33 @@ public final class Prompter: Sendable {
     }
 
     /// Which pinentry: `pinentry = PATH` in config.toml, then
-    /// `SESSIONVAULT_PINENTRY`, then `pinentry` on PATH (Debian's alternative,
-    /// which points at the desktop's flavour). A name without a slash is
-    /// looked up in PATH.
-    public static func findProgram(configured: String?, environment: [String: String]) -> String? {
-        for candidate in [configured, environment["SESSIONVAULT_PINENTRY"], "pinentry"] {
+    /// `SESSIONVAULT_PINENTRY`, then SessionVault's own dialog where the
+    /// package installs it beside vaultd (`ownDialog`), then `pinentry` on
+    /// PATH (Debian's alternative, which points at the desktop's flavour). A
+    /// name without a slash is looked up in PATH.
+    public static func findProgram(configured: String?, environment: [String: String],
+                                   ownDialog: String? = Prompter.ownDialog()) -> String? {
+        let own = ownDialog.flatMap { access($0, X_OK) == 0 ? $0 : nil }
+        for candidate in [configured, environment["SESSIONVAULT_PINENTRY"], own, "pinentry"] {
             guard let candidate, !candidate.isEmpty else { continue }
             if let found = resolve(candidate, path: environment["PATH"]) { return found }
             // A configured program that is not there is a mistake to report, not to paper over.
             if candidate == configured { return nil }
         }
         return nil
+    }
+
+    /// SessionVault's own dialog (clients/dialog: a pinentry drawn with GTK 4
+    /// and libadwaita, for screen readers and the keyboard, issue 22), where
+    /// the package puts it: `../lib/sessionvault/` from vaultd's directory
+    /// (/usr/bin/vaultd → /usr/lib/sessionvault/sessionvault-pinentry). Where
+    /// it cannot draw it hands over to the system's pinentry itself.
+    public static func ownDialog(executable: String? = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        -> String? {
+        guard let executable, executable.hasPrefix("/") else { return nil }
+        let bin = (executable as NSString).deletingLastPathComponent
+        return ((bin as NSString).deletingLastPathComponent as NSString)
+            .appendingPathComponent("lib/sessionvault/sessionvault-pinentry")
     }
 
     static func resolve(_ name: String, path: String?) -> String? {

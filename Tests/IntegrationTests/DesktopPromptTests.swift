@@ -236,17 +236,21 @@ final class DesktopPromptTests: VaultdTestCase {
     /// the PIN field itself unnamed (so the description must say what to type).
     /// pinentry-gnome3 is read as GNOME's own prompter (gcr-prompter, started on the
     /// session bus); pinentry-qt is not here: its tree reached AT-SPI only now and then under Xvfb.
+    /// SessionVault's own dialog (clients/dialog/sessionvault-pinentry) is held to more:
+    /// its PIN field named, focus in it, the PIN pasted, Alt+C for Cancel.
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
-        let flavours = ["/usr/bin/pinentry-gtk-2", "/usr/bin/pinentry-gnome3"]
-        for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher", "/usr/libexec/gcr-prompter"] + flavours
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let own = root.appendingPathComponent("clients/dialog/sessionvault-pinentry").path
+        let flavours = ["/usr/bin/pinentry-gtk-2", "/usr/bin/pinentry-gnome3", own]
+        for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher", "/usr/libexec/gcr-prompter", "/usr/bin/xclip"] + flavours
         where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core, gcr, pinentry-gtk2, pinentry-gnome3)")
+            throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core, gcr, xclip, pinentry-gtk2, pinentry-gnome3)")
         }
-        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi"], env: childEnvironment([:]), timeout: 20)
-        if probe.exit != 0 { throw cannotRunHere("pyatspi is not installed (Debian: python3-pyatspi)") }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("desktop/dialog_a11y.py").path
+        let probe = try runProcess("/usr/bin/python3", ["-c", "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"],
+                                   env: childEnvironment([:]), timeout: 20)
+        if probe.exit != 0 { throw cannotRunHere("pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)") }
+        let script = root.appendingPathComponent("Tests/desktop/dialog_a11y.py").path
         for pinentry in flavours {
             let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
                                    env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
@@ -255,8 +259,14 @@ final class DesktopPromptTests: VaultdTestCase {
             XCTAssertEqual(r.exit, 0, "\(pinentry) out:\n\(r.out)\nerr:\n\(r.err)")
             XCTAssertTrue(r.out.contains("a11y: 0 failed"), "\(pinentry): \(r.out)")
             XCTAssertFalse(r.out.contains("CHECK FAIL"), "\(pinentry): \(r.out)")
+            let fieldNamed = pinentry == own ? "True" : "False"
             for lang in ["en", "nb"] {
-                XCTAssertTrue(r.out.contains("VERDICT \(lang) title=True buttons_named=True field_named=False"), "\(pinentry): \(r.out)")
+                XCTAssertTrue(r.out.contains("VERDICT \(lang) title=True buttons_named=True field_named=\(fieldNamed)"), "\(pinentry): \(r.out)")
+            }
+            if pinentry == own {
+                for check in ["focus starts in the PIN field", "the PIN pasted", "Alt+C pressed Cancel"] {
+                    XCTAssertTrue(r.out.contains("CHECK ok") && r.out.contains(check), "\(pinentry): \(check): \(r.out)")
+                }
             }
         }
     }

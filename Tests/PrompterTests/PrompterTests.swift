@@ -230,6 +230,19 @@ final class PrompterTests: XCTestCase {
         XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": dir]), nil)
         try FileManager.default.copyItem(atPath: Self.fake, toPath: dir + "/pinentry")
         XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": "/nonexistent:" + dir]), dir + "/pinentry")
+
+        // SessionVault's own dialog, where the package puts it beside vaultd, comes before `pinentry` on PATH.
+        XCTAssertEqual(Prompter.ownDialog(executable: "/usr/bin/vaultd"), "/usr/lib/sessionvault/sessionvault-pinentry")
+        XCTAssertNil(Prompter.ownDialog(executable: nil))
+        let own = dir + "/lib/sessionvault/sessionvault-pinentry"
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": dir], ownDialog: own), dir + "/pinentry",
+                       "not installed: the system's pinentry")
+        try FileManager.default.createDirectory(atPath: dir + "/lib/sessionvault", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.fake, toPath: own)
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": dir], ownDialog: own), own)
+        XCTAssertEqual(Prompter.findProgram(configured: nil, environment: ["PATH": dir, "SESSIONVAULT_PINENTRY": Self.fake], ownDialog: own),
+                       Self.fake, "the person's choice first")
+        XCTAssertEqual(Prompter.findProgram(configured: dir + "/pinentry", environment: ["PATH": dir], ownDialog: own), dir + "/pinentry")
     }
 
     func testAppNameFromFlatpakInfoElseExecutable() throws {

@@ -29,6 +29,9 @@ from sessionvault import VaultClient, VaultError  # noqa: E402
 
 PIN = "482915"
 PINENTRY = os.environ.get("PINENTRY", "/usr/bin/pinentry-gtk-2")
+# SessionVault's own dialog (clients/dialog) is held to more: its field named, focus
+# in it, paste allowed, buttons with mnemonics.
+OWN = os.path.basename(PINENTRY) == "sessionvault-pinentry"
 failures = 0
 
 
@@ -46,12 +49,15 @@ def tree(node, depth=0, out=None):
     except Exception:
         labelled = False
     try:
-        showing = node.getState().contains(pyatspi.STATE_SHOWING)
+        state = node.getState()
+        showing, focused = state.contains(pyatspi.STATE_SHOWING), state.contains(pyatspi.STATE_FOCUSED)
     except Exception:
-        showing = False
+        showing = focused = False
     # Hidden widgets (gcr-prompter keeps a "Confirm:" row, Qt a "Caps Lock is on" label) are not read.
-    if showing or depth == 0:
-        out.append({"role": node.getRoleName(), "name": node.name or "", "labelled_by": labelled, "depth": depth})
+    # GTK 4 (the own dialog) leaves STATE_SHOWING unset, and has no hidden widget in its tree at all.
+    if showing or depth == 0 or OWN:
+        out.append({"role": node.getRoleName(), "name": node.name or "", "labelled_by": labelled, "depth": depth,
+                    "focused": focused})
     for i in range(node.childCount):
         child = node.getChildAtIndex(i)
         if child is not None:
@@ -128,14 +134,14 @@ def main():
             subprocess.run(ctl + ["lock"], capture_output=True, env=env)
             result = {}
 
-            def app():
+            def ask(lang, result):
                 try:
                     with VaultClient(socket_path, timeout=60) as c:
                         c.hello("aktivitetslogg", lang=lang, prompter="vault")
                         result["session"] = c.session("kari")
                 except VaultError as e:
                     result["error"] = e.code
-            t = threading.Thread(target=app)
+            t = threading.Thread(target=ask, args=(lang, result))
             t.start()
             nodes = dialog_tree(describe)
             check(nodes is not None, "%s: the dialog is in the accessible tree" % lang)
@@ -157,10 +163,35 @@ def main():
                 unnamed = [n["role"] for n in nodes if n["role"] in ("push button", "toggle button") and not n["name"]]
                 named_field = bool(field) and (field[0]["name"] == pin_label or field[0]["labelled_by"])
                 print("VERDICT %s title=%s buttons_named=%s field_named=%s" % (lang, titled, not unnamed, named_field), flush=True)
-            subprocess.run(["xdotool", "type", "--delay", "40", PIN])
+                if OWN:
+                    check(bool(field) and field[0]["focused"], "%s: focus starts in the PIN field, so Enter answers" % lang)
+            clipboard = None
+            if OWN and lang == "en":
+                # WCAG 2.2 SC 3.3.8: a PIN may be pasted (from a password manager); no keyboard grab stops it.
+                clipboard = subprocess.Popen(["xclip", "-quiet", "-selection", "clipboard", "-i"], stdin=subprocess.PIPE,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                clipboard.stdin.write(PIN.encode())
+                clipboard.stdin.close()
+                time.sleep(0.5)
+                subprocess.run(["xdotool", "key", "ctrl+v"])
+            else:
+                subprocess.run(["xdotool", "type", "--delay", "40", PIN])
             subprocess.run(["xdotool", "key", "Return"])
             t.join(40)
-            check(result.get("session", {}).get("access_token") == "AT-a11y", "%s: the app got its session (%r)" % (lang, result.get("error")))
+            if clipboard is not None:
+                clipboard.terminate()
+            check(result.get("session", {}).get("access_token") == "AT-a11y",
+                  "%s: the app got its session%s (%r)" % (lang, " (the PIN pasted)" if clipboard else "", result.get("error")))
+        if OWN:
+            # Every button has a mnemonic: Alt+C is Cancel.
+            subprocess.run(ctl + ["lock"], capture_output=True, env=env)
+            result = {}
+            t = threading.Thread(target=lambda: ask("en", result))
+            t.start()
+            check(dialog_tree("Enter your PIN:") is not None, "the dialog is back")
+            subprocess.run(["xdotool", "key", "alt+c"])
+            t.join(40)
+            check(result.get("error") == "cancelled", "Alt+C pressed Cancel (%r)" % result)
     finally:
         vaultd.terminate()
         vaultd.wait(10)
