@@ -147,8 +147,13 @@ extension Vault {
                     locked: policy.lockedFailure())
         grantOnCreate(meta.account, requester: conversation.requester, reason: "login")
         if vaultKey == nil {
-            if table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil }) {
-                await conversation.show(Messages.loggedInOthersWaitForPIN)
+            // With a PIN the vault stays locked: a factor to set up again (its
+            // enrollment changed) is offered after the next PIN, and this says so.
+            let offer = offerableAfterPIN()
+            if offer != nil { enrollmentOfferPending = true }
+            let waiting = table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil })
+            if waiting || offer != nil {
+                await conversation.show(Messages.loggedInWaitingForPIN(sessionsWaiting: waiting, thenSetUp: offer?.displayName))
             }
         } else {
             enrollmentOfferPending = true
@@ -229,6 +234,16 @@ extension Vault {
             try store.setMeta(Vault.declinedOffersKey, Array(text.utf8))
         } catch {
             logger.warning("could not keep a declined offer across restarts", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The factor the offer after the next PIN will ask about: one that wants
+    /// offering and whose enrollment changed (its slot is gone), now that this
+    /// run's login may set it up again (`strongLoginMet`).
+    func offerableAfterPIN() -> FactorDescriptor? {
+        guard strongLoginMet else { return nil }
+        return order.lazy.compactMap { self.factors[$0]?.descriptor }.first { d in
+            d.offerAfterLogin && self.keyslots[d.id.rawValue] == nil && self.isStale(d.id) && !self.declinedOffers.contains(d.id)
         }
     }
 

@@ -97,6 +97,19 @@ public enum Messages {
         en: "You are logged in. Sessions saved before wait for your PIN: enter it to use them too.",
         nb: "Du er logget inn. Økter som ble lagret før, venter på PIN-koden din: skriv den inn for å bruke dem også.")
 
+    /// A login at a vault locked with a PIN: what waits for the PIN (the
+    /// sessions saved before, and the offer to set `thenSetUp` up again).
+    public static func loggedInWaitingForPIN(sessionsWaiting: Bool, thenSetUp name: LocalizedText?) -> LocalizedText {
+        guard let name else { return loggedInOthersWaitForPIN }
+        return sessionsWaiting
+            ? LocalizedText(
+                en: "\(loggedInOthersWaitForPIN.en) After that you will be asked to set up \(name.en) again.",
+                nb: "\(loggedInOthersWaitForPIN.nb) Etter det blir du spurt om å sette opp \(name.nb) igjen.")
+            : LocalizedText(
+                en: "You are logged in. The next time you enter your PIN, you will be asked to set up \(name.en) again.",
+                nb: "Du er logget inn. Neste gang du skriver inn PIN-koden, blir du spurt om å sette opp \(name.nb) igjen.")
+    }
+
     public static func factorRecordDamaged(_ name: LocalizedText) -> LocalizedText {
         LocalizedText(
             en: "\(name.en) setup was changed by something other than SessionVault, so it is not used. Use your PIN or log in with BankID or Vipps, then set \(name.en) up again.",

@@ -161,11 +161,12 @@ final class DesktopPromptTests: VaultdTestCase {
     /// of fingerprint login, its scan); last, the fingerprint dialog (stub reader), closed by
     /// vaultd on the match. What the app showed is read from its output.
     func testTheGTKExampleAppShowsItsHomeAfterThePINDialog() throws {
-        for tool in Self.tools + ["/usr/bin/import"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2, imagemagick)")
+        for tool in Self.tools + ["/usr/bin/import", "/usr/bin/xsettingsd"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2, imagemagick, xsettingsd)")
         }
-        let probe = try runProcess("/usr/bin/python3", ["-c", "import gi; gi.require_version('Gtk', '3.0')"], env: childEnvironment([:]), timeout: 20)
-        if probe.exit != 0 { throw cannotRunHere("GTK 3 for Python is not installed (Debian: python3-gi, gir1.2-gtk-3.0)") }
+        let probe = try runProcess("/usr/bin/python3", ["-c", "import gi; gi.require_version('Gtk', '3.0'); gi.require_version('Adw', '1')"],
+                                   env: childEnvironment([:]), timeout: 20)
+        if probe.exit != 0 { throw cannotRunHere("GTK 3, GTK 4 or libadwaita for Python is not installed (Debian: python3-gi, gir1.2-gtk-3.0, gir1.2-adw-1)") }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let shots = try makeTemporaryDirectory("sv-shots", in: "/tmp")
         addTeardownBlock { try? FileManager.default.removeItem(atPath: shots) }
@@ -179,10 +180,23 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertTrue(r.out.contains("the app: Cancelled. You can choose another way to log in."), r.out)
         XCTAssertTrue(r.out.contains("offers fingerprint login\n  screenshot: \(shots)/login-choice-nb.png\n  screenshot: \(shots)/offer-fingerprint-nb.png\n  screenshot: \(shots)/enroll-fingerprint-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
         XCTAssertTrue(r.out.contains("vaultd asks for a fingerprint, and closes its dialog on the match\n  screenshot: \(shots)/fingerprint-dialog-nb.png\n  the app: Hei, Kari Nordmann"), r.out)
-        for name in ["login-choice-nb", "offer-fingerprint-nb", "enroll-fingerprint-nb", "offer-fingerprint-en", "fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb", "settings-nb", "settings-en"] {
+        for name in ["login-choice-nb", "offer-fingerprint-nb", "enroll-fingerprint-nb", "offer-fingerprint-en", "fingerprint-dialog-nb", "fingerprint-dialog-en", "grant-dialog-nb", "grant-dialog-en", "pin-dialog-nb", "pin-dialog-wrong-nb", "pin-dialog-en", "provider-choice-nb", "example-home-nb", "settings-nb", "settings-en", "pin-dialog-large-nb", "pin-dialog-large-en", "pin-dialog-contrast-nb", "pin-dialog-contrast-en"] {
             let size = (try? FileManager.default.attributesOfItem(atPath: "\(shots)/\(name).png")[.size] as? Int) ?? 0
             XCTAssertGreaterThan(size, 500, "\(name).png was not taken")
         }
+        // The dialog follows the desktop's text scaling: at 2× it is well over 1.4× as tall.
+        for lang in ["nb", "en"] {
+            let normal = pngSize("\(shots)/pin-dialog-\(lang).png"), large = pngSize("\(shots)/pin-dialog-large-\(lang).png")
+            XCTAssertGreaterThan(Double(large.height), 1.4 * Double(normal.height), "\(lang): \(normal) at 1×, \(large) at 2×")
+        }
+    }
+
+    /// A PNG's width and height, from its IHDR chunk (zero when it cannot be read).
+    func pngSize(_ path: String) -> (width: Int, height: Int) {
+        guard let data = FileManager.default.contents(atPath: path), data.count >= 24 else { return (0, 0) }
+        let bytes = [UInt8](data.prefix(24))
+        func be32(_ at: Int) -> Int { bytes[at..<at + 4].reduce(0) { $0 << 8 | Int($1) } }
+        return (be32(16), be32(20))
     }
 
     /// The example app itself as a screen reader reads it (Tests/desktop/example_a11y.py):

@@ -299,13 +299,19 @@ final class FallbackToLoginTests: VaultdTestCase {
         XCTAssertTrue(offered.first?.contains("\"pin\"") == true, "the PIN beside the providers: \(offered)")
         XCTAssertEqual(script.secretPrompts, 0, "the PIN was not asked first")
         XCTAssertFalse(script.messages.contains { $0.contains("have changed") }, "said once, in the choice: \(script.messages)")
+        XCTAssertTrue(script.messages.contains { $0.contains("you will be asked to set up Fingerprint again") },
+                      "the vault stays locked for the PIN, and the login says the offer comes after it: \(script.messages)")
+        XCTAssertTrue(script.confirmPrompts.isEmpty, "no offer yet: \(script.confirmPrompts)")
 
-        // The PIN beside the providers opens the vault too.
+        // The PIN beside the providers opens the vault too; then the offer comes, and a touch sets the fingerprint up again.
         XCTAssertEqual(v.vaultctl(["lock"]).exit, 0)
+        fpstub("next", "match", "right-index")
         let pin = loginScript(secrets: [Self.pin], choices: ["pin"])
         let again = try c.call("session", ["account": "vipps"], timeout: 60, onPrompt: pin.handler)
         XCTAssertTrue(again.isOK, again.text)
         XCTAssertEqual(pin.secretPrompts, 1)
+        XCTAssertTrue(pin.confirmPrompts.contains { $0.contains("Turn on fingerprint login?") }, "\(pin.confirmPrompts)")
+        XCTAssertTrue(v.vaultctl(["status"]).out.contains("Fingerprint enabled"), "set up again")
     }
 }
 

@@ -492,6 +492,42 @@ final class ReenrollmentTests: XCTestCase {
 }
 
 extension ReenrollmentTests {
+    /// Issue 22: with a PIN, the login after an enrollment change leaves the
+    /// vault locked, says the offer comes after the next PIN, and it does.
+    func testWithAPINTheOfferComesAfterTheNextPINAndTheLoginSaysSo() async throws {
+        let fake = FakePresenceFactor(offerAfterLogin: true)
+        let pin = PINFactor(throttle: ThrottlePolicy(freeAttempts: 5, firstDelay: 30, maxDelay: 120))
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.acr = "urn:bankid:bid;LOA=4" }
+        let vault = try fx.vault([fake, pin], providers: FakeDirectory(providers: [bankid]))
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [false]))
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        _ = try await vault.enroll("fake", conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        fake.enrollment = [9, 9]   // a finger was added
+
+        let c = ScriptedClient(choices: ["bankid"])
+        let s = try await vault.release(account: "bankid", conversation: c)
+        XCTAssertEqual(s.accessToken, "AT-bankid-2", "the login's session at once")
+        let said = Messages.loggedInWaitingForPIN(sessionsWaiting: true, thenSetUp: fake.descriptor.displayName).en
+        XCTAssertTrue(c.shown.contains(said), "the login says what waits for the PIN: \(c.shown)")
+        XCTAssertTrue(c.confirmQuestions.isEmpty, "no offer while the vault is locked")
+
+        try await vault.unlock(factor: .pin, conversation: ScriptedClient(secrets: ["482915"]))
+        let after = ScriptedClient(confirms: [true])
+        _ = try await vault.release(account: "a", conversation: after)
+        XCTAssertEqual(after.confirmQuestions.count, 1, "offered after the PIN: \(after.confirmQuestions)")
+        XCTAssertTrue(try fx.store.keyslots().contains { $0.id == "fake" }, "and set up again")
+    }
+
+    func testTheSentenceSaysWhatWaitsForThePIN() {
+        let name = LocalizedText(en: "Fingerprint", nb: "Fingeravtrykk")
+        XCTAssertEqual(Messages.loggedInWaitingForPIN(sessionsWaiting: true, thenSetUp: nil), Messages.loggedInOthersWaitForPIN)
+        XCTAssertTrue(Messages.loggedInWaitingForPIN(sessionsWaiting: true, thenSetUp: name).nb.hasSuffix("sette opp Fingeravtrykk igjen."))
+        XCTAssertFalse(Messages.loggedInWaitingForPIN(sessionsWaiting: false, thenSetUp: name).en.contains("Sessions saved before"))
+    }
+
     /// A session stored by a login while locked waits for the vault key once its
     /// record key is wiped by a lock; whatever opens the vault key next (here the
     /// fingerprint's soft unlock) opens it too, and `unlock bankid` says the
