@@ -224,12 +224,13 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
     }
 
-    /// Runs Tests/desktop/`name` in a private session bus on a new virtual display,
-    /// after checking for the accessibility stack and for what `probe` imports
-    /// (a missing one is `cannotRunHere`: a failure under CI=true).
+    /// Runs Tests/desktop/`name` in a private session bus on `display` (the
+    /// variables that name it; a new virtual X display when nil), after
+    /// checking for the accessibility stack and for what `probe` imports (a
+    /// missing one is `cannotRunHere`: a failure under CI=true).
     func runA11yScript(_ name: String, probe: String, missing: String, env: [String: String],
-                       timeout: Double) throws -> ProcessOutcome {
-        let display = try startXvfb()
+                       timeout: Double, display: [String: String]? = nil) throws -> ProcessOutcome {
+        let display = try display ?? ["DISPLAY": startXvfb()]
         for tool in ["/usr/bin/dbus-run-session", "/usr/libexec/at-spi-bus-launcher"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw cannotRunHere("\(tool) is not installed (Debian: dbus, at-spi2-core)")
         }
@@ -238,7 +239,63 @@ final class DesktopPromptTests: VaultdTestCase {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("desktop/" + name).path
         return try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
-                              env: childEnvironment(env.merging(["DISPLAY": display]) { $1 }), timeout: timeout)
+                              env: childEnvironment(env.merging(display) { $1 }), timeout: timeout)
+    }
+
+    /// A private Wayland compositor: weston 10's headless backend, its socket
+    /// in a fresh runtime directory; stopped at teardown. Returns the
+    /// variables a Wayland client needs.
+    func startWeston() throws -> [String: String] {
+        let weston = "/usr/bin/weston"
+        guard FileManager.default.isExecutableFile(atPath: weston) else {
+            throw cannotRunHere("\(weston) is not installed (Debian: weston; scripts/setup installs it)")
+        }
+        let runtime = try makeTemporaryDirectory("sv-wayland", in: "/tmp")
+        chmod(runtime, 0o700)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: weston)
+        p.arguments = ["--backend=headless-backend.so", "--socket=sv-wayland", "--idle-time=0"]
+        p.environment = childEnvironment(["XDG_RUNTIME_DIR": runtime])
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        addTeardownBlock {
+            p.terminate()
+            p.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: runtime)
+        }
+        guard waitUntil(timeout: 15, { FileManager.default.fileExists(atPath: runtime + "/sv-wayland") }) else {
+            throw IntegrationError("weston's headless compositor did not start")
+        }
+        return ["WAYLAND_DISPLAY": "sv-wayland", "XDG_RUNTIME_DIR": runtime]
+    }
+
+    /// Most GNOME desktops run Wayland: SessionVault's own dialog (read through
+    /// AT-SPI: named, its field named, focus in it; nothing here can type into
+    /// a Wayland window, so each dialog times out) and the settings app (used
+    /// through AT-SPI alone, every step as on X) under weston's headless backend.
+    func testTheOwnDialogAndTheSettingsAppOnAHeadlessWaylandCompositor() throws {
+        let wayland = try startWeston()
+        let gtk4 = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"
+        let missing = "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)"
+        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
+        let dialog = try runA11yScript("dialog_a11y.py", probe: gtk4, missing: missing,
+                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "PINENTRY": own],
+                                       timeout: 240, display: wayland)
+        XCTAssertEqual(dialog.exit, 0, "out:\n\(dialog.out)\nerr:\n\(dialog.err)")
+        XCTAssertTrue(dialog.out.contains("a11y: 0 failed"), dialog.out)
+        for lang in ["en", "nb"] {
+            XCTAssertTrue(dialog.out.contains("VERDICT \(lang) title=True buttons_named=True field_named=True"), dialog.out)
+            XCTAssertTrue(dialog.out.contains("CHECK ok \(lang): focus starts in the PIN field"), dialog.out)
+            XCTAssertTrue(dialog.out.contains("CHECK ok \(lang): left alone, the dialog timed out"), dialog.out)
+        }
+        let settings = try runA11yScript("settings_a11y.py", probe: gtk4, missing: missing,
+                                         env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
+                                         timeout: 240, display: wayland)
+        XCTAssertEqual(settings.exit, 0, "out:\n\(settings.out)\nerr:\n\(settings.err)")
+        XCTAssertTrue(settings.out.contains("settings-a11y: 0 failed"), settings.out)
+        XCTAssertFalse(settings.out.contains("CHECK FAIL"), settings.out)
     }
 
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
