@@ -17,21 +17,29 @@ final class DesktopPromptTests: VaultdTestCase {
             throw cannotRunHere("\(tool) is not installed (Debian: xvfb, xdotool, pinentry-gtk2; scripts/setup installs them)")
         }
         let number = 60 + Int(getpid() % 200)
+        try startServer("/usr/bin/Xvfb", [":\(number)", "-screen", "0", "1024x768x24", "-nolisten", "tcp"])
+        let display = ":\(number)"
+        guard waitUntil(timeout: 15, { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") }) else {
+            throw IntegrationError("Xvfb \(display) did not start")
+        }
+        return display
+    }
+
+    /// Starts a display server for this test, quiet; stopped at teardown (then `cleanup`).
+    func startServer(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                     cleanup: @escaping @Sendable () -> Void = {}) throws {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
-        p.arguments = [":\(number)", "-screen", "0", "1024x768x24", "-nolisten", "tcp"]
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        if let environment { p.environment = environment }
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
         addTeardownBlock {
             p.terminate()
             p.waitUntilExit()
+            cleanup()
         }
-        let display = ":\(number)"
-        guard waitUntil(timeout: 15, { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") }) else {
-            throw IntegrationError("Xvfb \(display) did not start")
-        }
-        return display
     }
 
     func xdotool(_ display: String, _ args: [String]) throws -> ProcessOutcome {
@@ -252,16 +260,8 @@ final class DesktopPromptTests: VaultdTestCase {
         }
         let runtime = try makeTemporaryDirectory("sv-wayland", in: "/tmp")
         chmod(runtime, 0o700)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: weston)
-        p.arguments = ["--backend=headless-backend.so", "--socket=sv-wayland", "--idle-time=0"]
-        p.environment = childEnvironment(["XDG_RUNTIME_DIR": runtime])
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        addTeardownBlock {
-            p.terminate()
-            p.waitUntilExit()
+        try startServer(weston, ["--backend=headless-backend.so", "--socket=sv-wayland", "--idle-time=0"],
+                        environment: childEnvironment(["XDG_RUNTIME_DIR": runtime])) {
             try? FileManager.default.removeItem(atPath: runtime)
         }
         guard waitUntil(timeout: 15, { FileManager.default.fileExists(atPath: runtime + "/sv-wayland") }) else {
