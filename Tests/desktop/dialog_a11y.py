@@ -79,7 +79,7 @@ def dialog_tree(describe, timeout=20):
             if app is None:
                 continue
             nodes = tree(app)
-            if any(n["role"] == "label" and describe in n["name"] for n in nodes):
+            if any(n["role"] in ("label", "alert") and describe in n["name"] for n in nodes):
                 return nodes
         time.sleep(0.3)
     return None
@@ -174,6 +174,13 @@ def main():
                 t.join(40)
                 check(result.get("error") == "timeout", "%s: left alone, the dialog timed out (%r)" % (lang, result))
                 continue
+            if OWN and lang == "nb":
+                # A wrong PIN: the dialog comes back with why, as an alert a screen reader says at once.
+                subprocess.run(["xdotool", "type", "--delay", "40", "000000"])
+                subprocess.run(["xdotool", "key", "Return"])
+                again = dialog_tree("Det stemte ikke")
+                alerts = [n["name"] for n in again or [] if n["role"] == "alert"]
+                check(any("Det stemte ikke" in a for a in alerts), "%s: a wrong PIN is said in an alert (%r)" % (lang, alerts))
             clipboard = None
             if OWN and lang == "en":
                 # WCAG 2.2 SC 3.3.8: a PIN may be pasted (from a password manager); no keyboard grab stops it.
