@@ -68,9 +68,10 @@ enum PathState: Equatable, Sendable {
 /// socket itself cannot tell (its descriptor is unchanged), so about once a
 /// second this looks at the path (one `lstat`, on the server's event loop) and
 /// compares it with the socket file vaultd listens on. When the path is gone or
-/// names another file, vaultd says so (log, audit), removes what is there if it
-/// is a socket, binds a new listener at the path with the same pipeline, and
-/// closes the old one: that one is now reachable only through the name the
+/// names another file, vaultd says so (log, audit), binds a new listener beside
+/// the path and renames it onto it (replacing a socket there in one step, so no
+/// client meets a missing or refusing socket), serves it with the same
+/// pipeline, and closes the old one: that one is now reachable only through the name the
 /// intruder chose. Connections already accepted stay open.
 ///
 /// Not a lock on the directory: between the swap and the next check (≤ ~1 s) a
@@ -213,18 +214,16 @@ final class SocketKeeper: Sendable {
                            : "the socket was replaced or removed: vaultd takes its path back",
                            metadata: ["socket": "\(path)", "found": "\(found.summary)"])
         }
-        // lstat said socket or nothing, and unlink never follows a link nor
-        // removes a directory, so this cannot reach past the path itself.
-        if case .socket = found, unlink(path) != 0, errno != ENOENT {
-            return failed(found: found, reason: "unlink: errno \(errno)", loop: loop)
-        }
+        // lstat said socket or nothing; the new socket is renamed onto the
+        // path, replacing a socket there in one step (a directory that
+        // appeared meanwhile makes it fail, and it is tried again).
         let fd: CInt
+        let identity: FileIdentity?
         do {
-            fd = try VaultServer.listen(on: path)
+            (fd, identity) = try VaultServer.listen(on: path)
         } catch {
             return failed(found: found, reason: "\(error)", loop: loop)
         }
-        let bound = PathState.of(path)
         return serve(fd).flatMapErrorThrowing { error in
             Glibc.close(fd)
             throw error
@@ -236,14 +235,14 @@ final class SocketKeeper: Sendable {
                 guard !s.stopped else { return (nil, true) }
                 let old = s.channel
                 s.channel = channel
-                s.identity = bound.identity
+                s.identity = identity
                 s.ownsPath = true
                 return (old, false)
             }
             if stopped {
                 // Shut down while binding: the new listener goes too, with its file.
                 channel.close(promise: nil)
-                if case .socket(let id) = bound, PathState.of(path) == .socket(id) { unlink(path) }
+                if let identity, PathState.of(path) == .socket(identity) { unlink(path) }
                 return
             }
             watchClose(of: channel)
@@ -253,7 +252,7 @@ final class SocketKeeper: Sendable {
                            metadata: ["socket": "\(path)"])
             record(outcome: "taken_back", found: found)
         }.flatMapError { [self] error in
-            if case .socket(let id) = bound, PathState.of(path) == .socket(id) { unlink(path) }
+            if let identity, PathState.of(path) == .socket(identity) { unlink(path) }
             return failed(found: found, reason: "serve: \(error)", loop: loop)
         }
     }

@@ -115,18 +115,19 @@ public final class VaultServer: Sendable {
     /// someone replaces the socket (SocketKeeper).
     public func start(activatedFD: CInt? = nil) async throws(ServerStartError) -> Listener {
         let fd: CInt
+        // The socket file clients reach, as opposed to the descriptor's own
+        // (sockfs) inode, which fstat would give.
+        var identity: FileIdentity?
         if let activatedFD {
             // systemd made the socket (SocketMode=0600, DirectoryMode=0700).
             fd = activatedFD
+            if case .socket(let id) = PathState.of(socketPath) { identity = id }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         } else {
             try Self.prepare(socketPath: socketPath)
-            fd = try Self.listen(on: socketPath)
+            (fd, identity) = try Self.listen(on: socketPath)
         }
-        // Read right after bind: the socket file clients reach, as opposed to
-        // the descriptor's own (sockfs) inode, which fstat would give.
-        let identity = PathState.of(socketPath)
         let serve = servingFunction()
         let channel: any Channel
         do {
@@ -136,7 +137,7 @@ public final class VaultServer: Sendable {
             throw .bind("serve: \(error)")
         }
         let keeper = SocketKeeper(path: socketPath, channel: channel,
-                                  identity: { if case .socket(let id) = identity { return id } else { return nil } }(),
+                                  identity: identity,
                                   ownsPath: activatedFD == nil, logger: logger, audit: audit, serve: serve)
         keeper.start()
         logger.info("listening", metadata: ["socket": "\(socketPath)"])
@@ -171,17 +172,44 @@ public final class VaultServer: Sendable {
         }
     }
 
-    /// A listening Unix socket at `path`, mode 0600, non-blocking.
-    static func listen(on path: String) throws(ServerStartError) -> CInt {
+    /// A listening Unix socket at `path`, mode 0600, non-blocking, and the
+    /// socket file it made (read before it is renamed onto the path).
+    ///
+    /// Bound and listening under a name beside the path, then renamed onto it:
+    /// whatever socket was at the path is replaced in one step, so a client
+    /// connecting at any moment reaches the old socket or a new one that
+    /// accepts — never no file (between unlink and bind) and never a socket
+    /// that refuses (between bind and listen). A take-back (SocketKeeper)
+    /// would otherwise show both for a moment. Only a path so long that the
+    /// staging name does not fit is bound in place, after a stale socket there
+    /// is removed.
+    static func listen(on path: String) throws(ServerStartError) -> (fd: CInt, identity: FileIdentity?) {
+        let staging = path + "~"
+        let inPlace = withAddress(staging) { _, _ in 0 } != 0
+        let bindPath = inPlace ? path : staging
+        // The staging name: left by a vaultd killed here, or planted (unlink never follows a link nor
+        // removes a directory). In place: only a socket is removed, as the caller found it.
+        if !inPlace { unlink(staging) } else if case .socket = PathState.of(path) { unlink(path) }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .bind("socket: errno \(errno)") }
-        let bound = withAddress(path) { bind(fd, $0, $1) } == 0
-        guard bound, chmod(path, 0o600) == 0, Glibc.listen(fd, 256) == 0 else {
-            let reason = "\(bound ? "listen" : "bind"): errno \(errno)"
-            close(fd)
-            throw .bind(reason)
+        var step = "bind"
+        if withAddress(bindPath, { bind(fd, $0, $1) }) == 0 {
+            step = "chmod"
+            if chmod(bindPath, 0o600) == 0 {
+                step = "listen"
+                if Glibc.listen(fd, 256) == 0 {
+                    let identity = PathState.of(bindPath).identity
+                    step = "rename"
+                    if inPlace || rename(staging, path) == 0 { return (fd, identity) }
+                }
+            }
+            let code = errno
+            if !inPlace { unlink(staging) }
+            errno = code
         }
-        return fd
+        let reason = "\(step): errno \(errno)"
+        close(fd)
+        throw .bind(reason)
     }
 
     /// Calls `body` with `path` as a `sockaddr_un`; -1 when the path is too long.
