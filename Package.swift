@@ -4,7 +4,8 @@
 // Dependency arrows point one way:
 //   vaultd / vaultctl  ->  VaultServer / VaultClient  ->  VaultCore  ->  VaultStore, Keyring, SodiumKit
 //   Plugins/*          ->  VaultFactor (the plugin interface)  ->  SodiumKit
-// The composition root (vaultd) is the only place that knows the concrete factors.
+// The composition root (VaultdProgram) is the only place that knows the concrete factors.
+// The vaultd binary is vaultd, vaultctl and vault-fpstub (Sources/vaultd/main.swift).
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -12,11 +13,11 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 // How vaultd is linked in a release build: by lld, with relative relocations
 // packed (DT_RELR, glibc >= 2.36: Debian 12 has 2.36) and without exporting
 // every symbol (the static Swift runtime's link arguments ask for
-// --export-dynamic): 91 -> 82 MB stripped, idle RSS 35.9 -> 30.7 MiB, the same
-// start-up (docs/benchmarks.md). Not vaultctl and vault-fpstub: they link
-// FoundationEssentials only, and lld takes a symbol FoundationEssentials shares
-// with Foundation from Foundation's archive, which drags ICU's data in
-// (vault-fpstub: 16 -> 58 MB). Debug and sanitizer builds link as SwiftPM does.
+// --export-dynamic): fewer relocation records and symbol tables for the loader
+// to read at every start, of vaultd and of vaultctl, which is the same binary
+// (docs/benchmarks.md). Nothing in it imports Foundation, so lld finds no
+// Foundation archive to take a shared symbol from (which once dragged ICU's
+// data in). Debug and sanitizer builds link as SwiftPM does.
 let vaultdRelease: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
                  .when(configuration: .release)),
@@ -50,8 +51,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
-        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
-        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
@@ -62,7 +61,11 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         // GDBus, for talking to fprintd on the system bus (GLib/GIO come with libsecret anyway).
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CGIO", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        // The GIO, GLib, libsecret, libsodium and SQLite functions SessionVault calls,
+        // loading each library on first use: vaultctl (the same binary as vaultd) loads none.
+        .target(name: "LibrariesOnDemand", dependencies: ["CGIO", "CSecret", "CSodium", "CSQLite"]),
 
         // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
         .target(name: "CVaultShims"),
@@ -72,7 +75,7 @@ let package = Package(
         .target(name: "Locking", swiftSettings: strict),
 
         // Thin, safe wrappers over libsodium: secure memory, AEAD, KDF, Argon2id.
-        .target(name: "SodiumKit", dependencies: ["CSodium"], swiftSettings: strict),
+        .target(name: "SodiumKit", dependencies: ["CSodium", "LibrariesOnDemand"], swiftSettings: strict),
 
         // The plugin interface: the only SessionVault module a factor plugin depends on
         // (besides Locking, a leaf with one lock type in it).
@@ -84,14 +87,12 @@ let package = Package(
         // clients import it; the broker, factors, keyring and plugins cannot.
         .target(name: "VaultWire", dependencies: ["VaultProtocol"], swiftSettings: strict),
 
-        // SQLite (GRDB) persistence of opaque sealed blobs, keyslots, counters, audit.
-        .target(name: "VaultStore", dependencies: [
-            .product(name: "GRDB", package: "GRDB.swift"),
-            .product(name: "GRDBSQLite", package: "GRDB.swift"),  // raw reads on hot paths, the read-only schema probe
-        ], swiftSettings: strict),
+        // SQLite persistence of opaque sealed blobs, keyslots, counters, audit, over
+        // SQLite's C API (SQLite.swift in it: no Foundation, so no ICU in vaultd).
+        .target(name: "VaultStore", dependencies: ["CSQLite", "LibrariesOnDemand", "Locking"], swiftSettings: strict),
 
         // The device key in the Secret Service (libsecret), or an explicit 0600 file.
-        .target(name: "Keyring", dependencies: ["CSecret", "SodiumKit", "VaultProtocol"], swiftSettings: strict),
+        .target(name: "Keyring", dependencies: ["CSecret", "LibrariesOnDemand", "SodiumKit", "VaultProtocol"], swiftSettings: strict),
 
         // The broker: lock state, keyslots, unlock policy, sealed sessions, audit.
         .target(name: "VaultCore", dependencies: [
@@ -127,8 +128,7 @@ let package = Package(
         // Keeps the member record's national identity number in step with what logins say:
         // registry backends (HTTP, SQLite demo), durable retry queue in the store, conflicts, org context.
         .target(name: "MemberSync", dependencies: [
-            "NationalID", "VaultStore", "VaultProtocol", "SodiumKit",
-            .product(name: "GRDB", package: "GRDB.swift"),
+            "NationalID", "VaultStore", "VaultProtocol", "SodiumKit", "CSQLite",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -136,13 +136,13 @@ let package = Package(
 
         // Unlock factors, one target each.
         .target(name: "PINFactor", dependencies: ["VaultFactor"], path: "Plugins/PINFactor", swiftSettings: strict),
-        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO", "Locking"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
+        .target(name: "FingerprintFactor", dependencies: ["VaultFactor", "CGIO", "LibrariesOnDemand", "Locking"], path: "Plugins/FingerprintFactor", swiftSettings: strict),
         // External factors: `vault-factor-NAME` executables speaking JSON lines (docs/plugins.md).
         .target(name: "ExternalFactor", dependencies: ["VaultFactor", "Locking"], path: "Plugins/ExternalFactor", swiftSettings: strict),
 
         // vaultd's config file and paths, in a library so the fuzzer can reach the parser.
         .target(name: "DaemonConfig", dependencies: [
-            "VaultProtocol", .product(name: "TOMLKit", package: "TOMLKit"),
+            "VaultProtocol",
         ], swiftSettings: strict),
 
         // Built-in local OpenID Connect providers (Demo BankID, Demo Vipps) for `vaultd --demo`.
@@ -172,23 +172,27 @@ let package = Package(
         ], path: "Plugins/OIDCFactor", swiftSettings: strict),
 
         // Locking with the desktop: logind and the ScreenSaver over GDBus; knows nothing of the vault.
-        .target(name: "DesktopLock", dependencies: ["CGIO"], swiftSettings: strict),
-        .executableTarget(name: "vaultd", dependencies: [
+        .target(name: "DesktopLock", dependencies: ["CGIO", "LibrariesOnDemand", "Locking"], swiftSettings: strict),
+        // The three programs as libraries, so that one binary can be all three.
+        .target(name: "VaultdProgram", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
             "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter", "DesktopLock",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "TOMLKit", package: "TOMLKit"),
-        ], swiftSettings: strict, linkerSettings: vaultdRelease),
-        .executableTarget(name: "vaultctl", dependencies: [
-            "VaultClient", "VaultProtocol",
         ], swiftSettings: strict),
-        .executableTarget(name: "vault-fpstub", dependencies: [
+        .target(name: "VaultctlProgram", dependencies: ["VaultClient", "VaultProtocol"], swiftSettings: strict),
+        .target(name: "FPStubProgram", dependencies: [
             "FingerprintFactor", "DaemonConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
+        // vaultd is all three, by the name it is started as (Sources/vaultd/main.swift):
+        // what the package installs. vaultctl and vault-fpstub alone are for development and tests.
+        .executableTarget(name: "vaultd", dependencies: ["VaultdProgram", "VaultctlProgram", "FPStubProgram"],
+                          swiftSettings: strict, linkerSettings: vaultdRelease),
+        .executableTarget(name: "vaultctl", dependencies: ["VaultctlProgram"], swiftSettings: strict),
+        .executableTarget(name: "vault-fpstub", dependencies: ["FPStubProgram"], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
             "VaultClient", "VaultProtocol", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

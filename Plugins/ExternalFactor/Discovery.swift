@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultFactor
 #if canImport(Glibc)
 import Glibc
@@ -49,17 +49,14 @@ extension ExternalFactor {
             refuse(directory, "the plugin directory \(problem); no plugin in it is run")
             return Discovery(factors: [], refused: refused)
         }
-        let entries: [String]
-        do {
-            entries = try FileManager.default.contentsOfDirectory(atPath: directory)
-        } catch {
-            refuse(directory, "cannot list the plugin directory: \(error.localizedDescription)")
+        guard let entries = list(directory) else {
+            refuse(directory, "cannot list the plugin directory: \(String(cString: strerror(errno)))")
             return Discovery(factors: [], refused: refused)
         }
 
         var candidates: [String] = []
         for entry in entries.sorted() where entry.hasPrefix(filePrefix) {
-            let path = (directory as NSString).appendingPathComponent(entry)
+            let path = directory.hasSuffix("/") ? directory + entry : directory + "/" + entry
             do {
                 _ = try check(executable: path, options: options)
                 candidates.append(path)
@@ -126,7 +123,7 @@ extension ExternalFactor {
     @discardableResult
     public static func check(executable path: String, options: Options = Options()) throws(Discovery.Refusal) -> (name: String, resolved: String) {
         func refusal(_ reason: String) -> Discovery.Refusal { Discovery.Refusal(path: path, reason: reason) }
-        let file = (path as NSString).lastPathComponent
+        let file = path.split(separator: "/").last.map(String.init) ?? ""
         guard file.hasPrefix(filePrefix) else { throw refusal("the file name does not start with \(filePrefix)") }
         let name = String(file.dropFirst(filePrefix.count))
         guard isValidName(name) else {
@@ -145,7 +142,7 @@ extension ExternalFactor {
             resolved = String(cString: real)
             free(real)
             // Whoever can write the link's directory can change where it leads.
-            let linkParent = (path as NSString).deletingLastPathComponent
+            let linkParent = parentDirectory(of: path)
             var lpst = stat()
             guard stat(linkParent.isEmpty ? "." : linkParent, &lpst) == 0 else { throw refusal("cannot read its directory") }
             if let problem = directoryProblem(lpst, options) { throw refusal("its directory \(linkParent) \(problem)") }
@@ -158,7 +155,7 @@ extension ExternalFactor {
             throw refusal("it is not executable; run “chmod u+x \(resolved)” if it should be used")
         }
         // The directory holding the file that is actually run.
-        let parent = (resolved as NSString).deletingLastPathComponent
+        let parent = parentDirectory(of: resolved)
         var dst = stat()
         guard stat(parent.isEmpty ? "." : parent, &dst) == 0 else { throw refusal("cannot read its directory") }
         if let problem = directoryProblem(dst, options) { throw refusal("its directory \(parent) \(problem)") }
@@ -184,8 +181,30 @@ extension ExternalFactor {
             return "is owned by uid \(st.st_uid), not by this user (uid \(geteuid())) or root; run “chown” to fix it"
         }
         if st.st_mode & (S_IWGRP | S_IWOTH) != 0 {
-            return String(format: "is writable by its group or by others (mode %04o); run “chmod go-w” on it", Int(st.st_mode & 0o7777))
+            let mode = String(st.st_mode & 0o7777, radix: 8)
+            return "is writable by its group or by others (mode \(String(repeating: "0", count: max(0, 4 - mode.count)) + mode)); run “chmod go-w” on it"
         }
         return nil
     }
+}
+
+/// The names in `directory`, without "." and ".."; nil (errno set) when it cannot be listed.
+private func list(_ directory: String) -> [String]? {
+    guard let dir = opendir(directory) else { return nil }
+    defer { closedir(dir) }
+    var names: [String] = []
+    errno = 0
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return errno == 0 ? names : nil
+}
+
+/// `path` without its last component ("" for a bare name, "/" for a file in the root).
+private func parentDirectory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "" }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
 }

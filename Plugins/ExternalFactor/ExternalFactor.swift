@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultFactor
 #if canImport(Glibc)
 import Glibc

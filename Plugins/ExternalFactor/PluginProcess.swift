@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Locking
 import VaultFactor
 #if canImport(Glibc)
@@ -252,9 +252,7 @@ final class PluginProcess: @unchecked Sendable {
             }
             let process = PluginProcess(pid: pid, stdin: input.write, stdout: output.read, stderr: errors.read,
                                         wake: (wake.read, wake.write), budget: budget)
-            let thread = Thread { process.run() }
-            thread.name = "vault-factor I/O"
-            thread.start()
+            runOnNewThread(named: "vault-factor io") { process.run() }
             return process
         }
     }

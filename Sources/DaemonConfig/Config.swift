@@ -2,7 +2,6 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
-import TOMLKit
 import VaultProtocol
 
 /// `config.toml`, every key optional. See docs/operations.md for the reference.
@@ -134,9 +133,8 @@ public struct FileConfig: Codable, Sendable {
     public static func parse(_ input: String) throws(ConfigError) -> FileConfig {
         // Editors may save a byte-order mark; TOML does not expect one.
         let text = input.hasPrefix("\u{FEFF}") ? String(input.dropFirst()) : input
-        // TOML allows no raw control characters but tab and line ends, and the
-        // parser inside TOMLKit (toml++) aborts the process on some of them
-        // (found by fuzzing: "[\u{2}\n"). Refuse them here with the line number.
+        // TOML allows no raw control characters but tab and line ends: refuse
+        // them here with the line number.
         var line = 1
         for scalar in text.unicodeScalars {
             if scalar == "\n" { line += 1; continue }
@@ -144,72 +142,13 @@ public struct FileConfig: Codable, Sendable {
                 throw ConfigError(detail: "line \(line): a control character (U+\(String(scalar.value, radix: 16, uppercase: true))) is not allowed")
             }
         }
-        try checkHeadersAndKeys(text)
+        let tables = try ConfigText.parse(text)
         do {
-            return try TOMLDecoder().decode(FileConfig.self, from: text)
-        } catch let e as TOMLParseError {
-            throw ConfigError(detail: "line \(e.source.begin.line): \(e.description)")
-        } catch let e as DecodingError {
-            throw ConfigError(detail: describe(e))
+            return try FileConfig(from: ConfigDecoder(tables: tables, path: []))
+        } catch let e as WrongKind {
+            throw ConfigError(detail: e.detail)
         } catch {
             throw ConfigError(detail: "\(error)")
-        }
-    }
-
-    /// toml++ asserts (aborting the process) on some malformed table headers and
-    /// keys instead of reporting them (found by fuzzing). Our config only uses
-    /// bare keys, so table headers and the key of every `key = value` line are
-    /// checked here first; everything else is left to the TOML parser.
-    static func checkHeadersAndKeys(_ text: String) throws(ConfigError) {
-        func isBare(_ c: Unicode.Scalar) -> Bool {
-            (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c == "_" || c == "-"
-        }
-        func isDottedKey(_ s: Substring) -> Bool {
-            let parts = s.split(separator: ".", omittingEmptySubsequences: false)
-            return !parts.isEmpty && parts.allSatisfy { part in
-                let t = part.trimmingTOMLSpace(" \t")
-                return !t.isEmpty && t.unicodeScalars.allSatisfy(isBare)
-            }
-        }
-        // Every line is blank, a # comment, a [table] header, or `key = value`:
-        // the config needs nothing else (no multi-line strings or arrays).
-        let space = " \t"
-        var table = ""
-        // Split on scalars: as Characters, "\r\n" is one grapheme and never equals "\n".
-        for (n, scalars) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let raw = String(String.UnicodeScalarView(scalars))
-            // TOML's whitespace is space and tab only; anything else stays and is checked.
-            let line = raw.trimmingTOMLSpace(" \t\r")
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            if line.hasPrefix("[") {
-                let body = line.split(separator: "#", maxSplits: 1)[0].trimmingTOMLSpace(space)
-                let isArray = body.hasPrefix("[[")
-                let open = isArray ? 2 : 1
-                guard body.hasSuffix(isArray ? "]]" : "]"), body.count > 2 * open,
-                      isDottedKey(body.dropFirst(open).dropLast(open)[...]) else {
-                    throw ConfigError(detail: "line \(n + 1): a table header like [pin] was expected")
-                }
-                table = body.dropFirst(open).dropLast(open).split(separator: ".").map { $0.trimmingTOMLSpace(space) }
-                    .joined(separator: ".")
-                guard !isArray, knownKeys(table: table) != nil else {
-                    throw ConfigError(detail: "line \(n + 1): there is no table [\(table)]; docs/operations.md lists the settings")
-                }
-                continue
-            }
-            guard let eq = line.firstIndex(of: "="), isDottedKey(line[..<eq]) else {
-                throw ConfigError(detail: "line \(n + 1): “key = value” was expected (keys use letters, digits, “_” and “-”)")
-            }
-            // A mistyped setting would otherwise be ignored without a word, and
-            // the person would believe, say, a shorter lock timeout is in force.
-            let key = line[..<eq].trimmingTOMLSpace(space)
-            if let known = knownKeys(table: table), !known.contains(key) {
-                let place = table.isEmpty ? "at the top level" : "in [\(table)]"
-                throw ConfigError(detail: "line \(n + 1): “\(key)” is not a setting \(place); docs/operations.md lists the settings")
-            }
-            let value = line[line.index(after: eq)...].trimmingTOMLSpace(space)
-            guard isSimpleValue(value) else {
-                throw ConfigError(detail: "line \(n + 1): the value must be a whole number, true or false, or \"text in quotes\"")
-            }
         }
     }
 
@@ -226,59 +165,6 @@ public struct FileConfig: Codable, Sendable {
         case ("members", 1): return fields(MembersSection())
         case ("providers", 2): return fields(ProviderSection())
         default: return nil
-        }
-    }
-
-    /// A whole number, a boolean, or a one-line string, then an optional comment:
-    /// all this file needs, and a subset the TOML parser handles without trouble.
-    static func isSimpleValue(_ value: String) -> Bool {
-        var rest = Substring(value)
-        if rest.hasPrefix("\"") || rest.hasPrefix("'") {
-            let quote = rest.first ?? "\""
-            rest = rest.dropFirst()
-            var escaped = false
-            var closed = false
-            while let c = rest.first {
-                rest = rest.dropFirst()
-                if quote == "\"", escaped {
-                    guard "\"\\bfnrt".contains(c) else { return false }
-                    escaped = false
-                } else if quote == "\"", c == "\\" {
-                    escaped = true
-                } else if c == quote {
-                    closed = true
-                    break
-                }
-            }
-            guard closed else { return false }
-        } else if rest.hasPrefix("true") {
-            rest = rest.dropFirst(4)
-        } else if rest.hasPrefix("false") {
-            rest = rest.dropFirst(5)
-        } else {
-            if rest.hasPrefix("-") || rest.hasPrefix("+") { rest = rest.dropFirst() }
-            let digits = rest.prefix { $0.isASCII && $0.isNumber }
-            guard !digits.isEmpty, digits.count <= 18 else { return false }
-            rest = rest.dropFirst(digits.count)
-        }
-        let tail = rest.trimmingTOMLSpace(" \t")
-        return tail.isEmpty || tail.hasPrefix("#")
-    }
-
-    /// TOMLKit reports a wrong type as a missing key; name the key and the expected type instead.
-    public static func describe(_ e: DecodingError) -> String {
-        switch e {
-        case .keyNotFound(let key, let ctx):
-            let path = (ctx.codingPath.map(\.stringValue) + [key.stringValue]).joined(separator: ".")
-            return "“\(path)” has the wrong type or is missing"
-        case .valueNotFound(_, let ctx):
-            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))” has no value"
-        case .typeMismatch(let type, let ctx):
-            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))” must be \(type)"
-        case .dataCorrupted(let ctx):
-            return "“\(ctx.codingPath.map(\.stringValue).joined(separator: "."))”: \(ctx.debugDescription)"
-        default:
-            return "a value has the wrong type"
         }
     }
 }

@@ -1,5 +1,7 @@
 import CGIO
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Locking
 
 /// Why the desktop says the vault should lock. The raw value is the reason
 /// the audit log and the `locked` event carry.
@@ -66,7 +68,7 @@ public final class DesktopLockWatcher: @unchecked Sendable {
     public func start() -> [String] {
         let ready = DispatchSemaphore(value: 0)
         let listening = ListeningBox()
-        let thread = Thread { [self] in
+        runOnNewThread(named: "desktop-lock") { [self] in
             let context = g_main_context_new()
             g_main_context_push_thread_default(context)
             listening.value = subscribe()
@@ -76,8 +78,6 @@ public final class DesktopLockWatcher: @unchecked Sendable {
             let loop = g_main_loop_new(context, gboolean(0))
             g_main_loop_run(loop)
         }
-        thread.name = "desktop-lock"
-        thread.start()
         ready.wait()
         return listening.value
     }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import NationalID
 import SodiumKit
 import VaultProtocol
@@ -472,7 +475,7 @@ public actor MemberSync {
     /// Seconds to wait after `attempts` failed attempts.
     func delay(afterAttempts attempts: Int) -> Double {
         let exponent = Double(min(max(attempts, 0), 30))
-        let d = min(configuration.backoffCap, configuration.backoffBase * pow(2, exponent))
+        let d = min(configuration.backoffCap, configuration.backoffBase * exp2(exponent))
         let jitter = configuration.backoffJitter > 0 ? Double.random(in: 0..<configuration.backoffJitter) : 0
         return d * (1 + jitter)
     }

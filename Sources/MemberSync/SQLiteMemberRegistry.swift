@@ -1,8 +1,9 @@
-import Foundation
-import GRDB
+import FoundationEssentials
+import CSQLite
 import NationalID
 import SodiumKit
 import VaultProtocol
+import VaultStore
 
 /// A member registry in a local SQLite file, for the demo and for tests: it
 /// plays the organization's member system, so it keeps the number in the
@@ -32,14 +33,13 @@ public final class SQLiteMemberRegistry: MemberRegistry {
     }
 
     public let path: String
-    private let queue: DatabaseQueue
+    private let connection: SerializedConnection
 
     public init(path: String) throws(RegistryError) {
         self.path = path
         do {
-            queue = try DatabaseQueue(path: path)
-            try queue.write { db in
-                try db.execute(sql: """
+            let db = try SQLiteConnection(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            try db.execute("""
                     CREATE TABLE IF NOT EXISTS member (
                         id TEXT PRIMARY KEY NOT NULL,
                         name TEXT NOT NULL,
@@ -73,7 +73,7 @@ public final class SQLiteMemberRegistry: MemberRegistry {
                         at REAL NOT NULL
                     );
                     """)
-            }
+            connection = SerializedConnection(db)
         } catch {
             throw Self.storageError(error, "open")
         }
@@ -84,31 +84,28 @@ public final class SQLiteMemberRegistry: MemberRegistry {
     /// Adds or replaces members, their logins and memberships.
     public func seed(_ members: [SeedMember]) throws(RegistryError) {
         do {
-            try queue.write { db in
+            try write { db in
                 for m in members {
                     var digits = m.nationalID.map { Array($0.utf8) }
                     defer { if digits != nil { Sodium.wipe(&digits!) } }
-                    try db.execute(
-                        sql: """
+                    try db.run(
+                        """
                             INSERT INTO member (id, name, national_id, national_id_source, national_id_updated_at)
                             VALUES (?, ?, ?, ?, ?)
                             ON CONFLICT(id) DO UPDATE SET name = excluded.name, national_id = excluded.national_id,
                                 national_id_source = excluded.national_id_source,
                                 national_id_updated_at = excluded.national_id_updated_at
                             """,
-                        arguments: [m.id, m.name, digits.map { Data($0) }, digits == nil ? nil : "seed",
-                                    digits == nil ? nil : Date().timeIntervalSince1970])
-                    try db.execute(sql: "DELETE FROM login WHERE member_id = ?", arguments: [m.id])
+                        [m.id, m.name, digits, digits == nil ? nil : "seed", digits == nil ? nil : Self.now()])
+                    try db.run("DELETE FROM login WHERE member_id = ?", [m.id])
                     for login in m.logins {
-                        try db.execute(
-                            sql: "INSERT OR REPLACE INTO login (provider, subject, member_id) VALUES (?, ?, ?)",
-                            arguments: [login.provider, login.subject, m.id])
+                        try db.run("INSERT OR REPLACE INTO login (provider, subject, member_id) VALUES (?, ?, ?)",
+                                   [login.provider, login.subject, m.id])
                     }
-                    try db.execute(sql: "DELETE FROM membership WHERE member_id = ?", arguments: [m.id])
+                    try db.run("DELETE FROM membership WHERE member_id = ?", [m.id])
                     for org in m.organizations {
-                        try db.execute(
-                            sql: "INSERT INTO membership (member_id, org_id, org_name, roles) VALUES (?, ?, ?, ?)",
-                            arguments: [m.id, org.id, org.name, JSON.array(org.roles.map { .string($0) }).text])
+                        try db.run("INSERT INTO membership (member_id, org_id, org_name, roles) VALUES (?, ?, ?, ?)",
+                                   [m.id, org.id, org.name, JSON.array(org.roles.map { .string($0) }).text])
                     }
                 }
             }
@@ -150,8 +147,8 @@ public final class SQLiteMemberRegistry: MemberRegistry {
     /// How many times a number was written to this member's record (demo, tests).
     public func writeCount(memberID: String) throws(RegistryError) -> Int {
         do {
-            return try queue.read { db in
-                try Int.fetchOne(db, sql: "SELECT count(*) FROM write_log WHERE member_id = ?", arguments: [memberID]) ?? 0
+            return try read { db in
+                try db.one("SELECT count(*) FROM write_log WHERE member_id = ?", [memberID]) { $0.int(0) } ?? 0
             }
         } catch {
             throw Self.storageError(error, "writeCount")
@@ -161,13 +158,12 @@ public final class SQLiteMemberRegistry: MemberRegistry {
     /// Where the number on record came from, and when (demo, tests).
     public func nationalIDSource(memberID: String) throws(RegistryError) -> (source: String, at: Double)? {
         do {
-            return try queue.read { db in
-                guard let row = try Row.fetchOne(
-                    db, sql: "SELECT national_id_source, national_id_updated_at FROM member WHERE id = ?",
-                    arguments: [memberID]),
-                    let source = row[0] as String?, let at = row[1] as Double?
-                else { return nil }
-                return (source, at)
+            return try read { db in
+                try db.one("SELECT national_id_source, national_id_updated_at FROM member WHERE id = ?", [memberID]) {
+                    row -> (source: String, at: Double)? in
+                    guard let source = row.optionalText(0), let at = row.optionalDouble(1) else { return nil }
+                    return (source, at)
+                } ?? nil
             }
         } catch {
             throw Self.storageError(error, "nationalIDSource")
@@ -179,17 +175,14 @@ public final class SQLiteMemberRegistry: MemberRegistry {
     public func lookup(memberKey: MemberKey) async throws(RegistryError) -> MemberRecord? {
         let found: (String, [UInt8]?, [Organization])?
         do {
-            found = try await queue.read { db in
+            found = try read { db in
                 guard let memberID = try Self.memberID(db, memberKey) else { return nil }
-                let stored = try Row.fetchOne(db, sql: "SELECT national_id FROM member WHERE id = ?", arguments: [memberID])
-                    .flatMap { $0[0] as Data? }.map { Array($0) }
-                var orgs: [Organization] = []
-                for row in try Row.fetchAll(
-                    db, sql: "SELECT org_id, org_name, roles FROM membership WHERE member_id = ? ORDER BY org_id",
-                    arguments: [memberID])
-                {
-                    let roles = (try? JSON.parse(row[2] as String))?.arrayValue?.compactMap(\.stringValue) ?? []
-                    orgs.append(Organization(id: row[0], name: row[1], roles: roles))
+                let stored = try db.one("SELECT national_id FROM member WHERE id = ?", [memberID]) { $0.optionalBytes(0) } ?? nil
+                let orgs = try db.rows(
+                    "SELECT org_id, org_name, roles FROM membership WHERE member_id = ? ORDER BY org_id", [memberID]
+                ) { row in
+                    let roles = (try? JSON.parse(row.text(2)))?.arrayValue?.compactMap(\.stringValue) ?? []
+                    return Organization(id: row.text(0), name: row.text(1), roles: roles)
                 }
                 return (memberID, stored, orgs)
             }
@@ -216,32 +209,26 @@ public final class SQLiteMemberRegistry: MemberRegistry {
         enum Answer: String { case written, unchanged, conflict, notFound = "not_found" }
         let answer: Answer
         do {
-            answer = try await queue.write { db -> Answer in
+            answer = try write { db -> Answer in
                 // A repeat of a write we already answered gets the same answer, nothing more.
-                if let first = try String.fetchOne(
-                    db, sql: #"SELECT result FROM idempotency WHERE "key" = ?"#, arguments: [idempotencyKey]),
+                if let first = try db.one(#"SELECT result FROM idempotency WHERE "key" = ?"#, [idempotencyKey], { $0.text(0) }),
                     let replay = Answer(rawValue: first)
                 {
                     return replay
                 }
                 let result: Answer
                 if let memberID = try Self.memberID(db, memberKey) {
-                    let row = try Row.fetchOne(db, sql: "SELECT national_id FROM member WHERE id = ?", arguments: [memberID])
-                    var stored = (row?[0] as Data?).map { Array($0) } ?? []
+                    var stored = try db.one("SELECT national_id FROM member WHERE id = ?", [memberID]) { $0.bytes(0) } ?? []
                     defer { Sodium.wipe(&stored) }
                     if stored.isEmpty {
                         var digits = number.withUnsafeDigits { Array($0) }
                         defer { Sodium.wipe(&digits) }
-                        let now = Date().timeIntervalSince1970
-                        try db.execute(
-                            sql: """
-                                UPDATE member SET national_id = ?, national_id_source = ?, national_id_updated_at = ?
-                                WHERE id = ?
-                                """,
-                            arguments: [Data(digits), source, now, memberID])
-                        try db.execute(
-                            sql: "INSERT INTO write_log (member_id, source, idempotency_key, at) VALUES (?, ?, ?, ?)",
-                            arguments: [memberID, source, idempotencyKey, now])
+                        let now = Self.now()
+                        try db.run(
+                            "UPDATE member SET national_id = ?, national_id_source = ?, national_id_updated_at = ? WHERE id = ?",
+                            [digits, source, now, memberID])
+                        try db.run("INSERT INTO write_log (member_id, source, idempotency_key, at) VALUES (?, ?, ?, ?)",
+                                   [memberID, source, idempotencyKey, now])
                         result = .written
                     } else {
                         let same = number.withUnsafeDigits { d in
@@ -252,9 +239,8 @@ public final class SQLiteMemberRegistry: MemberRegistry {
                 } else {
                     result = .notFound
                 }
-                try db.execute(
-                    sql: #"INSERT INTO idempotency ("key", result, at) VALUES (?, ?, ?)"#,
-                    arguments: [idempotencyKey, result.rawValue, Date().timeIntervalSince1970])
+                try db.run(#"INSERT INTO idempotency ("key", result, at) VALUES (?, ?, ?)"#,
+                           [idempotencyKey, result.rawValue, Self.now()])
                 return result
             }
         } catch {
@@ -268,16 +254,25 @@ public final class SQLiteMemberRegistry: MemberRegistry {
         }
     }
 
-    private static func memberID(_ db: Database, _ key: MemberKey) throws -> String? {
-        try String.fetchOne(
-            db, sql: "SELECT member_id FROM login WHERE provider = ? AND subject = ?",
-            arguments: [key.provider, key.subject])
+    private static func memberID(_ db: SQLiteConnection, _ key: MemberKey) throws -> String? {
+        try db.one("SELECT member_id FROM login WHERE provider = ? AND subject = ?", [key.provider, key.subject]) { $0.text(0) }
     }
 
-    /// Only SQLite's result code: GRDB's descriptions may quote statement arguments.
+    private func read<T: Sendable>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try connection.with(body)
+    }
+
+    private func write<T: Sendable>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try connection.with { db in try db.transaction(immediate: true) { try body(db) } }
+    }
+
+    /// Unix seconds, as the registry records times.
+    private static func now() -> Double { Date().timeIntervalSince1970 }
+
+    /// Only SQLite's result code: its messages may quote statement arguments.
     private static func storageError(_ error: any Error, _ operation: String) -> RegistryError {
         if let e = error as? RegistryError { return e }
-        if let db = error as? DatabaseError { return .storage("\(operation): SQLite error \(db.extendedResultCode.rawValue)") }
+        if let db = error as? SQLiteError { return .storage("\(operation): \(db)") }
         return .storage("\(operation): \(type(of: error))")
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A calendar date (proleptic Gregorian), no time or time zone.
 public struct BirthDate: Sendable, Hashable, Comparable, CustomStringConvertible {

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Locking
 import SodiumKit
 import VaultCore
@@ -321,9 +324,9 @@ func spawnDetached(_ program: String, _ arguments: [String], environment: [Strin
     var pid: pid_t = 0
     guard posix_spawn(&pid, program, &actions, nil, argv, envp) == 0 else { return false }
     let child = pid
-    Thread {
+    runOnNewThread(named: "pinentry-reaper") {
         var status: Int32 = 0
         _ = waitpid(child, &status, 0)
-    }.start()
+    }
     return true
 }

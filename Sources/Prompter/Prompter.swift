@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Locking
 import Logging
 import VaultProtocol
@@ -54,9 +57,9 @@ public final class Prompter: Sendable {
     public static func ownDialog(executable: String? = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         -> String? {
         guard let executable, executable.hasPrefix("/") else { return nil }
-        let bin = (executable as NSString).deletingLastPathComponent
-        return ((bin as NSString).deletingLastPathComponent as NSString)
-            .appendingPathComponent("lib/sessionvault/sessionvault-pinentry")
+        // /usr/bin/vaultd → /usr → /usr/lib/sessionvault/…
+        let prefix = executable.split(separator: "/").dropLast(2).map { "/" + $0 }.joined()
+        return prefix + "/lib/sessionvault/sessionvault-pinentry"
     }
 
     static func resolve(_ name: String, path: String?) -> String? {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -110,10 +110,10 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     public static func flatpakAppID(_ info: String) -> String? {
         var group = ""
         for raw in info.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmingSpaces
             if line.hasPrefix("[") { group = line; continue }
             if group == "[Application]", line.hasPrefix("name=") {
-                let id = String(line.dropFirst(5)).trimmingCharacters(in: .whitespaces)
+                let id = line.dropFirst(5).trimmingSpaces
                 return plausibleID(id) ? id : nil
             }
         }
@@ -124,7 +124,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
     /// a path) is not shown in a dialog or kept as a grant.
     static func plausibleID(_ id: String) -> Bool {
         !id.isEmpty && id.utf8.count <= 255
-            && id.unicodeScalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || "._-+".unicodeScalars.contains($0) }
+            && id.unicodeScalars.allSatisfy { ("a" ... "z").contains($0) || ("A" ... "Z").contains($0) || ("0" ... "9").contains($0) || "._-+".unicodeScalars.contains($0) }
     }
 
     /// A Snap or a desktop-started app, from `/proc/PID/cgroup`: the unified
@@ -171,7 +171,7 @@ public struct AppIdentity: Sendable, Hashable, CustomStringConvertible {
         // What is left is ID or LAUNCHER-ID; the ID's own dashes are escaped.
         let parts = rest.split(separator: "-", omittingEmptySubsequences: false)
         guard let last = parts.last, parts.count <= 2 else { return nil }
-        let id = last.replacingOccurrences(of: "\\x2d", with: "-")
+        let id = String(last.replacing("\\x2d", with: "-"))
         guard plausibleID(id) else { return nil }
         return AppIdentity(kind: .desktop, name: id)
     }

@@ -1,5 +1,6 @@
+import Dispatch
 import SodiumKit
-import Foundation
+import FoundationEssentials
 import Keyring
 import Locking
 import Logging

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultProtocol
 
 /// The name the desktop shows for an app: the `Name` of its `.desktop` entry,
@@ -77,14 +77,14 @@ public struct DesktopEntryName: Sendable {
         var group = ""
         var found: [String: String] = [:]
         for raw in text.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmingSpaces
             if line.hasPrefix("[") {
                 group = line
                 continue
             }
             guard group == "[Desktop Entry]", !line.hasPrefix("#"), let eq = line.firstIndex(of: "=") else { continue }
-            let key = line[..<eq].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            let key = line[..<eq].trimmingSpaces
+            let value = line[line.index(after: eq)...].trimmingSpaces
             // Hidden=true means “deleted” (the spec); NoDisplay apps keep their names.
             if key == "Hidden" && value == "true" { return nil }
             if found[key] == nil { found[key] = value }

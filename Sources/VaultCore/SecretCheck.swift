@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import VaultFactor
 import VaultStore
 
@@ -47,7 +50,7 @@ struct SecretCheck {
         #if DEBUG
         if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
             _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
-            Thread.sleep(forTimeInterval: 30)
+            sleep(30)
         }
         #endif
     }

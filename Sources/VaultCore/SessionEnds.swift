@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Locking
 
 /// Says `session_expired` when a session's end comes, not when an app next asks

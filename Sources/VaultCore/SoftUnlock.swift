@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import VaultFactor
 
 /// The soft box: how a presence factor (the fingerprint) reopens a locked vault

@@ -27,3 +27,13 @@ public struct LocalizedText: Sendable, Hashable {
     }
 }
 
+
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs, as key files (.desktop,
+    /// .flatpak-info) and header values are read.
+    public var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first ... last])
+    }
+}

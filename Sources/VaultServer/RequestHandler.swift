@@ -1,5 +1,5 @@
 import CVaultShims
-import Foundation
+import FoundationEssentials
 import Locking
 import Synchronization
 import VaultCore

@@ -1,20 +1,37 @@
-import GRDB
-
-/// The schema, as GRDB migrations. Each migration also records the schema
-/// version it produces in `PRAGMA user_version` and in `store_info`, so that an
-/// older SessionVault can tell "newer than me" before it writes anything
-/// (see `VaultStore.refuseNewerSchema`).
+/// The schema, as migrations applied in order, each in its own transaction.
+/// Each migration also records the schema version it produces in `PRAGMA
+/// user_version` and in `store_info`, so that an older SessionVault can tell
+/// "newer than me" before it writes anything (see `VaultStore.refuseNewerSchema`).
+///
+/// Which migrations ran is kept in `grdb_migrations`, the ledger SessionVault
+/// kept when it used GRDB: stores written before and after read the same way,
+/// and an older SessionVault opening a store made now finds its migrations done.
 enum Schema {
     /// Bump together with a new migration below.
     static let version = 2
 
-    /// Every migration identifier registered below, for the read-only probe.
-    static let migrationIdentifiers: Set<String> = ["v1", "v2"]
+    /// Every migration identifier below, for the read-only probe.
+    static var migrationIdentifiers: Set<String> { Set(migrations.map(\.identifier)) }
 
-    static let migrator: DatabaseMigrator = {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
+    /// Runs the migrations `connection`'s store has not had yet.
+    static func migrate(_ connection: SQLiteConnection) throws(StoreError) {
+        do {
+            try connection.execute("CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            let applied = Set(try connection.rows("SELECT identifier FROM grdb_migrations") { $0.text(0) })
+            for (identifier, sql) in migrations where !applied.contains(identifier) {
+                try connection.transaction(immediate: true) {
+                    try connection.execute(sql)
+                    try connection.run("INSERT INTO grdb_migrations (identifier) VALUES (?)", [identifier])
+                }
+            }
+        } catch {
+            throw StoreError.from(error, "migrate")
+        }
+    }
+
+    /// Identifier and SQL, in the order they run. Never edit one that shipped: add another.
+    static let migrations: [(identifier: String, sql: String)] = [
+        ("v1", """
                 CREATE TABLE store_info (
                     id INTEGER PRIMARY KEY CHECK (id = 1),
                     schema_version INTEGER NOT NULL,
@@ -83,12 +100,10 @@ enum Schema {
                 INSERT INTO store_info (id, schema_version, created_at)
                     VALUES (1, 1, CAST(strftime('%s', 'now') AS INTEGER));
                 PRAGMA user_version = 1;
-                """)
-        }
+                """),
         // Which app may use which account (VaultCore's AppGrants): one row per
         // app and account, its content sealed, its id a keyed hash of both.
-        migrator.registerMigration("v2") { db in
-            try db.execute(sql: """
+        ("v2", """
                 CREATE TABLE app_grant (
                     id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),
                     sealed BLOB NOT NULL CHECK (length(sealed) > 0),
@@ -96,8 +111,6 @@ enum Schema {
                 );
                 UPDATE store_info SET schema_version = 2;
                 PRAGMA user_version = 2;
-                """)
-        }
-        return migrator
-    }()
+                """),
+    ]
 }

@@ -1,18 +1,19 @@
-import Foundation
-import GRDB
-import GRDBSQLite
+import CSQLite
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reads the schema version of an existing file without writing anything.
 ///
-/// This runs before GRDB opens the file, because opening a `DatabasePool`
-/// writes (it switches the journal to WAL and primes the -wal file). It uses
-/// the SQLite C API rather than a read-only GRDB connection because only the
-/// C API lets it pass `SQLITE_OPEN_URI` for `immutable=1`: a plain read-only
-/// connection to a WAL database leaves new, empty -wal and -shm files behind,
-/// and "refuse, touch nothing" should mean nothing.
+/// This runs before the store opens the file, because that writes (it switches
+/// the journal to WAL and primes the -wal file). It opens a `file:` URI with
+/// `immutable=1` when it can: a plain read-only connection to a WAL database
+/// leaves new, empty -wal and -shm files behind, and "refuse, touch nothing"
+/// should mean nothing.
 enum SchemaProbe {
     /// The highest schema version the file claims, in `PRAGMA user_version`,
-    /// in `store_info`, or implied by GRDB migrations this build does not know.
+    /// in `store_info`, or implied by migrations this build does not know.
     static func storedVersion(path: String) throws(StoreError) -> Int {
         // immutable=1 skips locking and the -wal/-shm files. That is exact only
         // while no connection anywhere has the store open and no crash left a
@@ -22,29 +23,25 @@ enum SchemaProbe {
         // would drop the POSIX locks of an open VaultStore on the same file.)
         let quiet = !exists(path + "-wal") && !exists(path + "-shm") && isEmptyOrMissing(path + "-journal")
         let target = fileURI(path) + (quiet ? "?immutable=1" : "?mode=ro")
-        var handle: OpaquePointer?
-        let opened = sqlite3_open_v2(target, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil)
-        // A handle is allocated even when open fails; it must be closed either way.
-        defer { sqlite3_close_v2(handle) }
-        guard opened == SQLITE_OK, let db = handle else {
-            throw StoreError.from(DatabaseError(resultCode: ResultCode(rawValue: opened)), "open")
-        }
-        sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_timeout(db, 5000)
-
-        // The first read of the header is where a non-database file fails (NOTADB).
-        var version = try queryInt(db, "PRAGMA user_version") ?? 0
-        if try tableExists(db, "store_info") {
-            version = max(version, try queryInt(db, "SELECT MAX(schema_version) FROM store_info") ?? 0)
-        }
-        if try tableExists(db, "grdb_migrations") {
-            let applied = try queryStrings(db, "SELECT identifier FROM grdb_migrations")
-            if !applied.allSatisfy(Schema.migrationIdentifiers.contains) {
-                // Applied by a newer build, even if it forgot to bump the version.
-                version = max(version, Schema.version + 1)
+        do {
+            let db = try SQLiteConnection(path: target, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, busyTimeoutMilliseconds: 5000)
+            // The first read of the header is where a non-database file fails (NOTADB).
+            var version = try db.one("PRAGMA user_version") { $0.int(0) } ?? 0
+            if try tableExists(db, "store_info") {
+                version = max(version, try db.one("SELECT MAX(schema_version) FROM store_info") { $0.optionalInt64(0) }
+                    .flatMap { $0 }.map(Int.init) ?? 0)
             }
+            if try tableExists(db, "grdb_migrations") {
+                let applied = try db.rows("SELECT identifier FROM grdb_migrations") { $0.text(0) }
+                if !applied.allSatisfy(Schema.migrationIdentifiers.contains) {
+                    // Applied by a newer build, even if it forgot to bump the version.
+                    version = max(version, Schema.version + 1)
+                }
+            }
+            return version
+        } catch {
+            throw StoreError.from(error, "open")
         }
-        return version
     }
 
     private static func exists(_ path: String) -> Bool {
@@ -60,49 +57,22 @@ enum SchemaProbe {
     /// `file:` URI for `path`; everything but unreserved characters and '/'
     /// is percent-encoded so '?', '#' and '%' in a directory name stay literal.
     static func fileURI(_ path: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~/")
-        let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
-        return "file:" + encoded
-    }
-
-    private static func tableExists(_ db: OpaquePointer, _ name: String) throws(StoreError) -> Bool {
-        // `name` is one of our constants, never user input.
-        try queryInt(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '\(name)'") == 1
-    }
-
-    private static func queryInt(_ db: OpaquePointer, _ sql: String) throws(StoreError) -> Int? {
-        var value: Int?
-        try query(db, sql) { statement in
-            if value == nil, sqlite3_column_type(statement, 0) != SQLITE_NULL {
-                value = Int(sqlite3_column_int64(statement, 0))
+        let hex = Array("0123456789ABCDEF".utf8)
+        var encoded: [UInt8] = Array("file:".utf8)
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a") ... UInt8(ascii: "z"), UInt8(ascii: "A") ... UInt8(ascii: "Z"),
+                 UInt8(ascii: "0") ... UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                encoded.append(byte)
+            default:
+                encoded += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xf)]]
             }
         }
-        return value
+        return String(decoding: encoded, as: UTF8.self)
     }
 
-    private static func queryStrings(_ db: OpaquePointer, _ sql: String) throws(StoreError) -> [String] {
-        var values: [String] = []
-        try query(db, sql) { statement in
-            values.append(RawColumns.text(statement, 0))
-        }
-        return values
-    }
-
-    private static func query(_ db: OpaquePointer, _ sql: String, _ row: (OpaquePointer) -> Void) throws(StoreError) {
-        var statement: OpaquePointer?
-        let prepared = sqlite3_prepare_v2(db, sql, -1, &statement, nil)
-        defer { sqlite3_finalize(statement) }
-        guard prepared == SQLITE_OK, let statement else {
-            throw StoreError.from(DatabaseError(resultCode: ResultCode(rawValue: prepared)), "open")
-        }
-        while true {
-            let step = sqlite3_step(statement)
-            if step == SQLITE_DONE { return }
-            guard step == SQLITE_ROW else {
-                throw StoreError.from(DatabaseError(resultCode: ResultCode(rawValue: step)), "open")
-            }
-            row(statement)
-        }
+    private static func tableExists(_ db: SQLiteConnection, _ name: String) throws(SQLiteError) -> Bool {
+        try db.one("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [name]) { $0.int(0) } == 1
     }
 }

@@ -1,4 +1,4 @@
-import GRDB
+import CSQLite
 
 /// Everything the store can throw. Details are meant for logs: they name the
 /// operation and the SQLite result code, never row data (the rows are sealed
@@ -28,20 +28,16 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension StoreError {
-    /// Maps any error escaping GRDB (or a caller's closure) to a StoreError.
-    ///
-    /// Only the result code and SQLite's generic text for it are kept: GRDB's
-    /// own `description` may carry the SQL and, with some configurations, the
-    /// statement arguments, which would be row data.
+    /// Maps any error escaping SQLite (or a caller's closure) to a StoreError.
+    /// Only the result code is kept: never SQL or row data.
     static func from(_ error: any Error, _ operation: String) -> StoreError {
         if let storeError = error as? StoreError {
             return storeError
         }
-        if let dbError = error as? DatabaseError {
-            let detail = "\(operation): SQLite error \(dbError.extendedResultCode)"
-            switch dbError.resultCode {
-            case .SQLITE_NOTADB, .SQLITE_CANTOPEN, .SQLITE_CORRUPT, .SQLITE_PERM, .SQLITE_AUTH,
-                 .SQLITE_FORMAT, .SQLITE_NOLFS:
+        if let dbError = error as? SQLiteError {
+            let detail = "\(operation): \(dbError)"
+            switch dbError.primary {
+            case SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_CORRUPT, SQLITE_PERM, SQLITE_AUTH, SQLITE_FORMAT, SQLITE_NOLFS:
                 return .unreadable(detail)
             default:
                 // FULL, READONLY, IOERR, BUSY, LOCKED, CONSTRAINT, ...: the
@@ -49,10 +45,6 @@ extension StoreError {
                 // transaction back).
                 return .io(detail)
             }
-        }
-        if error is RowDecodingError {
-            // Its description quotes the row; say only what kind of problem it was.
-            return .unreadable("\(operation): unexpected column type or missing column")
         }
         return .io("\(operation): \(type(of: error))")
     }

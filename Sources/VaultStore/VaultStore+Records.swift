@@ -1,31 +1,24 @@
-import Foundation
-import GRDB
-
 // The record operations. Reads go through a reader snapshot; every write is
 // one IMMEDIATE transaction (see `VaultStore.write`), durable on return.
-//
-// Blob parameters are bound as `coalesce(?, x'')`: GRDB binds an empty Data
-// through a nil pointer, which SQLite stores as NULL, and an empty sealed value
-// must come back as [], not trip NOT NULL.
+// An empty byte array is bound as an empty blob (SQLiteBindable), never NULL.
 
 extension VaultStore {
     // MARK: - Metadata
 
     public func meta(_ key: String) throws(StoreError) -> [UInt8]? {
         try read("meta") { db in
-            try Row.fetchOne(db, sql: #"SELECT value FROM meta WHERE "key" = ?"#, arguments: [key])
-                .map { try Self.bytes($0, 0) }
+            try db.one(#"SELECT value FROM meta WHERE "key" = ?"#, [key]) { $0.bytes(0) }
         }
     }
 
     public func setMeta(_ key: String, _ value: [UInt8]) throws(StoreError) {
         try write("setMeta") { db in
-            try db.execute(
-                sql: #"""
-                    INSERT INTO meta ("key", value) VALUES (?, coalesce(?, x''))
+            try db.run(
+                #"""
+                    INSERT INTO meta ("key", value) VALUES (?, ?)
                     ON CONFLICT("key") DO UPDATE SET value = excluded.value
                     """#,
-                arguments: [key, Data(value)])
+                [key, value])
         }
     }
 
@@ -35,22 +28,11 @@ extension VaultStore {
 
     public func keyslots() throws(StoreError) -> [KeyslotRow] {
         try read("keyslots") { db in
-            let cursor = try Row.fetchCursor(
-                db, sql: "SELECT \(Self.keyslotColumns) FROM keyslot ORDER BY created_at, id")
-            var rows: [KeyslotRow] = []
-            while let row = try cursor.next() {
-                rows.append(
-                    KeyslotRow(
-                        id: try row.decode(String.self, atIndex: 0),
-                        factor: try row.decode(String.self, atIndex: 1),
-                        version: try row.decode(Int.self, atIndex: 2),
-                        salt: try Self.bytes(row, 3),
-                        kdf: try row.decode(String.self, atIndex: 4),
-                        binding: try row.decode(String.self, atIndex: 5),
-                        sealedKey: try Self.bytes(row, 6),
-                        createdAt: try row.decode(Int64.self, atIndex: 7)))
+            try db.rows("SELECT \(Self.keyslotColumns) FROM keyslot ORDER BY created_at, id") { row in
+                KeyslotRow(
+                    id: row.text(0), factor: row.text(1), version: row.int(2), salt: row.bytes(3),
+                    kdf: row.text(4), binding: row.text(5), sealedKey: row.bytes(6), createdAt: row.int64(7))
             }
-            return rows
         }
     }
 
@@ -59,28 +41,26 @@ extension VaultStore {
     /// in both lists ends up with the `put` row (deletes run first).
     public func updateKeyslots(put: [KeyslotRow], delete: [String]) throws(StoreError) {
         try write("updateKeyslots") { db in
-            let remove = try db.cachedStatement(sql: "DELETE FROM keyslot WHERE id = ?")
             for id in delete {
-                try remove.execute(arguments: [id])
+                try db.run("DELETE FROM keyslot WHERE id = ?", [id])
             }
             try Self.putKeyslots(put, db)
         }
     }
 
-    private static func putKeyslots(_ put: [KeyslotRow], _ db: Database) throws {
-        // Not cached: see upsertSessions.
-        let upsert = try db.makeStatement(sql: """
-            INSERT INTO keyslot (\(Self.keyslotColumns))
-            VALUES (?, ?, ?, coalesce(?, x''), ?, ?, coalesce(?, x''), ?)
+    private static let upsertKeyslot = """
+            INSERT INTO keyslot (\(keyslotColumns))
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(id) DO UPDATE SET
                 factor = excluded.factor, version = excluded.version, salt = excluded.salt,
                 kdf = excluded.kdf, binding = excluded.binding, sealed_key = excluded.sealed_key,
                 created_at = excluded.created_at
-            """)
+            """
+
+    private static func putKeyslots(_ put: [KeyslotRow], _ db: SQLiteConnection) throws {
         for slot in put {
-            try upsert.execute(arguments: [
-                slot.id, slot.factor, slot.version, Data(slot.salt), slot.kdf, slot.binding,
-                Data(slot.sealedKey), slot.createdAt,
+            try db.run(upsertKeyslot, [
+                slot.id, slot.factor, slot.version, slot.salt, slot.kdf, slot.binding, slot.sealedKey, slot.createdAt,
             ])
         }
     }
@@ -91,16 +71,16 @@ extension VaultStore {
     /// vault or the new one, never a mix.
     public func reset(slots: [KeyslotRow], meta: [String: [UInt8]]) throws(StoreError) -> Int {
         let removed: Int = try write("reset") { db in
-            try db.execute(sql: "DELETE FROM session")
-            let sessions = db.changesCount
-            try db.execute(sql: "DELETE FROM keyslot")
-            try db.execute(sql: "DELETE FROM failure_counter")
-            try db.execute(sql: "DELETE FROM app_grant")
-            try db.execute(sql: #"DELETE FROM meta WHERE "key" LIKE 'stale:%'"#)
+            try db.run("DELETE FROM session")
+            let sessions = db.changes
+            try db.run("DELETE FROM keyslot")
+            try db.run("DELETE FROM failure_counter")
+            try db.run("DELETE FROM app_grant")
+            try db.run(#"DELETE FROM meta WHERE "key" LIKE 'stale:%'"#)
             for (key, value) in meta {
-                try db.execute(
-                    sql: #"INSERT INTO meta ("key", value) VALUES (?, coalesce(?, x'')) ON CONFLICT("key") DO UPDATE SET value = excluded.value"#,
-                    arguments: [key, Data(value)])
+                try db.run(
+                    #"INSERT INTO meta ("key", value) VALUES (?, ?) ON CONFLICT("key") DO UPDATE SET value = excluded.value"#,
+                    [key, value])
             }
             try Self.putKeyslots(slots, db)
             return sessions
@@ -112,8 +92,8 @@ extension VaultStore {
 
     public func grants() throws(StoreError) -> [GrantRow] {
         try read("grants") { db in
-            try Row.fetchAll(db, sql: "SELECT id, sealed, updated_at FROM app_grant ORDER BY rowid").map { row in
-                GrantRow(id: row[0], sealed: try Self.bytes(row, 1), updatedAt: row[2])
+            try db.rows("SELECT id, sealed, updated_at FROM app_grant ORDER BY rowid") { row in
+                GrantRow(id: row.text(0), sealed: row.bytes(1), updatedAt: row.int64(2))
             }
         }
     }
@@ -124,13 +104,13 @@ extension VaultStore {
                              auditing make: ((AuditRow?) throws -> AuditRow)? = nil) throws(StoreError) {
         try write("updateGrants") { db in
             for id in delete {
-                try db.execute(sql: "DELETE FROM app_grant WHERE id = ?", arguments: [id])
+                try db.run("DELETE FROM app_grant WHERE id = ?", [id])
             }
             for row in put {
-                try db.execute(sql: """
+                try db.run("""
                     INSERT INTO app_grant (id, sealed, updated_at) VALUES (?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
-                    """, arguments: [row.id, Data(row.sealed), row.updatedAt])
+                    """, [row.id, row.sealed, row.updatedAt])
             }
             if let make { _ = try Self.insertAudit(make, db) }
         }
@@ -141,9 +121,8 @@ extension VaultStore {
     @discardableResult
     public func updateGrantIfPresent(_ row: GrantRow) throws(StoreError) -> Bool {
         try write("updateGrantIfPresent") { db in
-            try db.execute(sql: "UPDATE app_grant SET sealed = ?, updated_at = ? WHERE id = ?",
-                           arguments: [Data(row.sealed), row.updatedAt, row.id])
-            return db.changesCount > 0
+            try db.run("UPDATE app_grant SET sealed = ?, updated_at = ? WHERE id = ?", [row.sealed, row.updatedAt, row.id])
+            return db.changes > 0
         }
     }
 
@@ -158,27 +137,21 @@ extension VaultStore {
     /// as slow at 10,000 sessions.
     public func sessions() throws(StoreError) -> [SessionRow] {
         try read("sessions") { db in
-            try RawColumns.collect(
-                try db.makeStatement(sql: "SELECT \(Self.sessionColumns) FROM session ORDER BY rowid"),
-                Self.sessionRow)
+            try db.rows("SELECT \(Self.sessionColumns) FROM session ORDER BY rowid", [], Self.sessionRow)
         }
     }
 
     public func session(id: String) throws(StoreError) -> SessionRow? {
         try read("session") { db in
-            let statement = try db.cachedStatement(sql: "SELECT \(Self.sessionColumns) FROM session WHERE id = ?")
-            try statement.setArguments([id])
-            return try RawColumns.collect(statement, Self.sessionRow).first
+            try db.one("SELECT \(Self.sessionColumns) FROM session WHERE id = ?", [id], Self.sessionRow)
         }
     }
 
     /// The sessions whose `tokenHash` matches (normally at most one), for revocation.
     public func sessions(tokenHash: String) throws(StoreError) -> [SessionRow] {
         try read("sessionsByTokenHash") { db in
-            let statement = try db.cachedStatement(
-                sql: "SELECT \(Self.sessionColumns) FROM session WHERE token_hash = ? ORDER BY rowid")
-            try statement.setArguments([tokenHash])
-            return try RawColumns.collect(statement, Self.sessionRow)
+            try db.rows("SELECT \(Self.sessionColumns) FROM session WHERE token_hash = ? ORDER BY rowid", [tokenHash],
+                        Self.sessionRow)
         }
     }
 
@@ -210,54 +183,43 @@ extension VaultStore {
     @discardableResult
     public func deleteSession(id: String) throws(StoreError) -> Bool {
         try write("deleteSession") { db in
-            try db.execute(sql: "DELETE FROM session WHERE id = ?", arguments: [id])
-            return db.changesCount > 0
+            try db.run("DELETE FROM session WHERE id = ?", [id])
+            return db.changes > 0
         }
     }
 
     @discardableResult
     public func deleteAllSessions() throws(StoreError) -> Int {
         try write("deleteAllSessions") { db in
-            try db.execute(sql: "DELETE FROM session")
-            return db.changesCount
+            try db.run("DELETE FROM session")
+            return db.changes
         }
     }
 
     /// An upsert rather than INSERT OR REPLACE: REPLACE deletes and re-inserts,
     /// which gives the row a new rowid and moves it around the table on every
     /// token refresh.
-    ///
-    /// Not a cached statement: GRDB keeps a cached statement's last arguments
-    /// until its next use, so the last sealed blobs written would stay
-    /// referenced for the life of vaultd (LeakSanitizer also reported them as
-    /// leaked: the reference sits in a Swift enum whose spare bits hide the
-    /// pointer). Preparing once per write costs microseconds next to the fsync.
-    private static func upsertSessions(_ rows: [SessionRow], _ db: Database) throws {
-        let statement = try db.makeStatement(sql: """
-            INSERT INTO session (\(sessionColumns))
-            VALUES (?, ?, coalesce(?, x''), coalesce(?, x''), ?, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET
-                token_hash = excluded.token_hash, sealed_meta = excluded.sealed_meta,
-                sealed_secret = excluded.sealed_secret, record_version = excluded.record_version,
-                created_at = excluded.created_at, updated_at = excluded.updated_at
-            """)
+    private static let upsertSession = """
+        INSERT INTO session (\(sessionColumns))
+        VALUES (?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET
+            token_hash = excluded.token_hash, sealed_meta = excluded.sealed_meta,
+            sealed_secret = excluded.sealed_secret, record_version = excluded.record_version,
+            created_at = excluded.created_at, updated_at = excluded.updated_at
+        """
+
+    private static func upsertSessions(_ rows: [SessionRow], _ db: SQLiteConnection) throws {
         for row in rows {
-            try statement.execute(arguments: [
-                row.id, row.tokenHash, Data(row.sealedMeta), Data(row.sealedSecret), row.recordVersion,
-                row.createdAt, row.updatedAt,
+            try db.run(upsertSession, [
+                row.id, row.tokenHash, row.sealedMeta, row.sealedSecret, row.recordVersion, row.createdAt, row.updatedAt,
             ])
         }
     }
 
-    private static func sessionRow(_ statement: OpaquePointer) -> SessionRow {
+    private static func sessionRow(_ row: SQLiteRow) -> SessionRow {
         SessionRow(
-            id: RawColumns.text(statement, 0),
-            tokenHash: RawColumns.text(statement, 1),
-            sealedMeta: RawColumns.bytes(statement, 2),
-            sealedSecret: RawColumns.bytes(statement, 3),
-            recordVersion: Int(RawColumns.int64(statement, 4)),
-            createdAt: RawColumns.int64(statement, 5),
-            updatedAt: RawColumns.int64(statement, 6))
+            id: row.text(0), tokenHash: row.text(1), sealedMeta: row.bytes(2), sealedSecret: row.bytes(3),
+            recordVersion: row.int(4), createdAt: row.int64(5), updatedAt: row.int64(6))
     }
 
     // MARK: - Failure counters
@@ -278,48 +240,33 @@ extension VaultStore {
             var c = try Self.counter(factor, db)
             c.failures += 1
             c.lockedUntil = max(c.lockedUntil, lockedUntil(c.failures))
-            try db.execute(
-                sql: """
-                    INSERT INTO failure_counter (factor, failures, locked_until) VALUES (?, ?, ?)
-                    ON CONFLICT(factor) DO UPDATE SET
-                        failures = excluded.failures, locked_until = excluded.locked_until
-                    """,
-                arguments: [c.factor, c.failures, c.lockedUntil])
+            try db.run(Self.upsertCounter, [c.factor, c.failures, c.lockedUntil])
             return c
         }
     }
 
+    private static let upsertCounter = """
+        INSERT INTO failure_counter (factor, failures, locked_until) VALUES (?, ?, ?)
+        ON CONFLICT(factor) DO UPDATE SET failures = excluded.failures, locked_until = excluded.locked_until
+        """
+
     public func setFailureCounter(_ c: FailureCounter) throws(StoreError) {
         try write("setFailureCounter") { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO failure_counter (factor, failures, locked_until) VALUES (?, ?, ?)
-                    ON CONFLICT(factor) DO UPDATE SET
-                        failures = excluded.failures, locked_until = excluded.locked_until
-                    """,
-                arguments: [c.factor, c.failures, c.lockedUntil])
+            try db.run(Self.upsertCounter, [c.factor, c.failures, c.lockedUntil])
         }
     }
 
     /// Back to zero failures and no lock.
     public func resetFailures(factor: String) throws(StoreError) {
         try write("resetFailures") { db in
-            try db.execute(sql: "DELETE FROM failure_counter WHERE factor = ?", arguments: [factor])
+            try db.run("DELETE FROM failure_counter WHERE factor = ?", [factor])
         }
     }
 
-    private static func counter(_ factor: String, _ db: Database) throws -> FailureCounter {
-        guard
-            let row = try Row.fetchOne(
-                db, sql: "SELECT failures, locked_until FROM failure_counter WHERE factor = ?",
-                arguments: [factor])
-        else {
-            return FailureCounter(factor: factor, failures: 0, lockedUntil: 0)
-        }
-        return FailureCounter(
-            factor: factor,
-            failures: try row.decode(Int.self, atIndex: 0),
-            lockedUntil: try row.decode(Int64.self, atIndex: 1))
+    private static func counter(_ factor: String, _ db: SQLiteConnection) throws -> FailureCounter {
+        try db.one("SELECT failures, locked_until FROM failure_counter WHERE factor = ?", [factor]) { row in
+            FailureCounter(factor: factor, failures: row.int(0), lockedUntil: row.int64(1))
+        } ?? FailureCounter(factor: factor, failures: 0, lockedUntil: 0)
     }
 
     // MARK: - Audit
@@ -335,19 +282,13 @@ extension VaultStore {
         try write("appendAudit") { db in try Self.insertAudit(make, db) }
     }
 
-    private static func insertAudit(_ make: (AuditRow?) throws -> AuditRow, _ db: Database) throws -> AuditRow {
+    private static func insertAudit(_ make: (AuditRow?) throws -> AuditRow, _ db: SQLiteConnection) throws -> AuditRow {
         let last = try lastAuditRow(db)
         var row = try make(last)
         row.seq = (last?.seq ?? 0) + 1
-        try db.execute(
-            sql: """
-                INSERT INTO audit (\(auditColumns))
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, x''))
-                """,
-            arguments: [
-                row.seq, row.at, row.event, row.factor, row.outcome, row.detail,
-                row.pid.map { Int64($0) }, row.exe, Data(row.mac),
-            ])
+        try db.run(
+            "INSERT INTO audit (\(auditColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [row.seq, row.at, row.event, row.factor, row.outcome, row.detail, row.pid.map { Int64($0) }, row.exe, row.mac])
         return row
     }
 
@@ -355,14 +296,8 @@ extension VaultStore {
     public func auditRows(after seq: Int64 = 0, limit: Int = 1000) throws(StoreError) -> [AuditRow] {
         guard limit > 0 else { return [] }  // SQLite reads a negative LIMIT as "no limit"
         return try read("auditRows") { db in
-            let cursor = try Row.fetchCursor(
-                db, sql: "SELECT \(Self.auditColumns) FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
-                arguments: [seq, limit])
-            var rows: [AuditRow] = []
-            while let row = try cursor.next() {
-                rows.append(try Self.auditRow(row))
-            }
-            return rows
+            try db.rows("SELECT \(Self.auditColumns) FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit],
+                        Self.auditRow)
         }
     }
 
@@ -372,24 +307,15 @@ extension VaultStore {
         }
     }
 
-    private static func lastAuditRow(_ db: Database) throws -> AuditRow? {
-        // Cached: every audited change reads it, a refresh while apps wait among them.
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT \(auditColumns) FROM audit ORDER BY seq DESC LIMIT 1"))
-            .map(auditRow)
+    private static func lastAuditRow(_ db: SQLiteConnection) throws -> AuditRow? {
+        try db.one("SELECT \(auditColumns) FROM audit ORDER BY seq DESC LIMIT 1", [], auditRow)
     }
 
-    private static func auditRow(_ row: Row) throws -> AuditRow {
-        let pid = try row.decode(Int64?.self, atIndex: 6)
-        return AuditRow(
-            seq: try row.decode(Int64.self, atIndex: 0),
-            at: try row.decode(Double.self, atIndex: 1),
-            event: try row.decode(String.self, atIndex: 2),
-            factor: try row.decode(String?.self, atIndex: 3),
-            outcome: try row.decode(String.self, atIndex: 4),
-            detail: try row.decode(String.self, atIndex: 5),
-            pid: pid.flatMap { Int32(exactly: $0) },
-            exe: try row.decode(String?.self, atIndex: 7),
-            mac: try bytes(row, 8))
+    private static func auditRow(_ row: SQLiteRow) -> AuditRow {
+        AuditRow(
+            seq: row.int64(0), at: row.double(1), event: row.text(2), factor: row.optionalText(3),
+            outcome: row.text(4), detail: row.text(5), pid: row.optionalInt64(6).flatMap { Int32(exactly: $0) },
+            exe: row.optionalText(7), mac: row.bytes(8))
     }
 
     // MARK: - Jobs (durable work queue)
@@ -400,14 +326,10 @@ extension VaultStore {
     @discardableResult
     public func enqueueJob(_ job: JobRow) throws(StoreError) -> JobRow {
         try write("enqueueJob") { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO job (kind, payload, attempts, not_before, created_at)
-                    VALUES (?, coalesce(?, x''), 0, ?, ?)
-                    """,
-                arguments: [job.kind, Data(job.payload), job.notBefore, job.createdAt])
+            try db.run("INSERT INTO job (kind, payload, attempts, not_before, created_at) VALUES (?, ?, 0, ?, ?)",
+                       [job.kind, job.payload, job.notBefore, job.createdAt])
             var stored = job
-            stored.id = db.lastInsertedRowID
+            stored.id = db.lastInsertRowID
             stored.attempts = 0
             return stored
         }
@@ -418,21 +340,11 @@ extension VaultStore {
     public func dueJobs(now: Int64, limit: Int = 100) throws(StoreError) -> [JobRow] {
         guard limit > 0 else { return [] }
         return try read("dueJobs") { db in
-            let cursor = try Row.fetchCursor(
-                db, sql: "SELECT \(Self.jobColumns) FROM job WHERE not_before <= ? ORDER BY not_before, id LIMIT ?",
-                arguments: [now, limit])
-            var rows: [JobRow] = []
-            while let row = try cursor.next() {
-                rows.append(
-                    JobRow(
-                        id: try row.decode(Int64.self, atIndex: 0),
-                        kind: try row.decode(String.self, atIndex: 1),
-                        payload: try Self.bytes(row, 2),
-                        attempts: try row.decode(Int.self, atIndex: 3),
-                        notBefore: try row.decode(Int64.self, atIndex: 4),
-                        createdAt: try row.decode(Int64.self, atIndex: 5)))
+            try db.rows("SELECT \(Self.jobColumns) FROM job WHERE not_before <= ? ORDER BY not_before, id LIMIT ?",
+                        [now, limit]) { row in
+                JobRow(id: row.int64(0), kind: row.text(1), payload: row.bytes(2), attempts: row.int(3),
+                       notBefore: row.int64(4), createdAt: row.int64(5))
             }
-            return rows
         }
     }
 
@@ -440,29 +352,16 @@ extension VaultStore {
     @discardableResult
     public func rescheduleJob(id: Int64, notBefore: Int64) throws(StoreError) -> Bool {
         try write("rescheduleJob") { db in
-            try db.execute(
-                sql: "UPDATE job SET attempts = attempts + 1, not_before = ? WHERE id = ?",
-                arguments: [notBefore, id])
-            return db.changesCount > 0
+            try db.run("UPDATE job SET attempts = attempts + 1, not_before = ? WHERE id = ?", [notBefore, id])
+            return db.changes > 0
         }
     }
 
     @discardableResult
     public func deleteJob(id: Int64) throws(StoreError) -> Bool {
         try write("deleteJob") { db in
-            try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id])
-            return db.changesCount > 0
-        }
-    }
-
-    // MARK: - Decoding
-
-    /// A BLOB column as bytes, copied once straight out of SQLite's buffer.
-    /// NULL (never written by this store) reads as empty.
-    @inline(__always)
-    static func bytes(_ row: Row, _ index: Int) throws -> [UInt8] {
-        try row.withUnsafeData(atIndex: index) { data in
-            data.map { [UInt8]($0) } ?? []
+            try db.run("DELETE FROM job WHERE id = ?", [id])
+            return db.changes > 0
         }
     }
 }

@@ -1,4 +1,4 @@
-import GRDB
+import CSQLite
 
 /// SQLite persistence for the vault: keyslots, sealed sessions, failure
 /// counters, the audit chain, small metadata and a job queue.
@@ -7,12 +7,16 @@ import GRDB
 /// Every write is one `BEGIN IMMEDIATE` transaction committed with
 /// `synchronous=FULL` in WAL mode, so it is on disk when the call returns and a
 /// failure leaves nothing half-written.
+///
+/// Two connections, each behind its own lock: the writer, and a reader that
+/// reads from a WAL snapshot, so a read never waits for a write's fsync.
 public final class VaultStore: Sendable {
     /// The schema version this build writes and understands.
     public static let schemaVersion: Int = Schema.version
 
     public let path: String
-    let pool: DatabasePool
+    private let writer: SerializedConnection
+    private let reader: SerializedConnection
 
     /// Opens or creates the store.
     ///
@@ -34,8 +38,8 @@ public final class VaultStore: Sendable {
             try PathGuard.checkSidecar(sidecar)
         }
 
-        // Before anything opens the file read-write (GRDB's WAL setup writes
-        // on open, migrations write): a newer schema is left exactly as it is.
+        // Before anything opens the file read-write (switching to WAL writes,
+        // migrations write): a newer schema is left exactly as it is.
         if !file.created && file.size > 0 {
             try Self.refuseNewerSchema(path)
         }
@@ -44,8 +48,9 @@ public final class VaultStore: Sendable {
             PathGuard.restrictMode(sidecar)
         }
 
+        let writerConnection: SQLiteConnection
         do {
-            pool = try DatabasePool(path: path, configuration: Self.configuration())
+            writerConnection = try Self.connect(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         } catch {
             throw StoreError.from(error, "open")
         }
@@ -55,12 +60,15 @@ public final class VaultStore: Sendable {
         guard PathGuard.identity(of: path) == file.identity else {
             throw .unsafePath("\(path) changed while it was being opened")
         }
-
-        try makeWriterDurable()
+        try Self.makeDurable(writerConnection)
+        try Schema.migrate(writerConnection)
+        writer = SerializedConnection(writerConnection)
+        // Opened after the writer made the file WAL and created -wal and -shm,
+        // which a read-only connection cannot create.
         do {
-            try Schema.migrator.migrate(pool)
+            reader = SerializedConnection(try Self.connect(path, flags: SQLITE_OPEN_READONLY))
         } catch {
-            throw StoreError.from(error, "migrate")
+            throw StoreError.from(error, "open")
         }
         // SQLite created these with the database file's mode; make sure anyway.
         for sidecar in sidecars {
@@ -68,51 +76,40 @@ public final class VaultStore: Sendable {
         }
     }
 
-    private static func configuration() -> Configuration {
-        var config = Configuration()
-        config.label = "VaultStore"
-        // Another process (a second vaultd started by mistake, a backup tool)
-        // may hold the lock briefly: wait rather than fail at once.
-        config.busyMode = .timeout(5)
-        // 2-core machines; reads are mostly at startup.
-        config.maximumReaderCount = 2
-        config.prepareDatabase { db in
-            // synchronous here is for non-WAL moments only: GRDB's WAL setup
-            // resets the writer to NORMAL afterwards (see makeWriterDurable).
-            // secure_delete: freed pages are zeroed, so deleted sealed records
-            // do not linger in the file. temp_store: no temp files on disk.
-            try db.execute(sql: """
-                PRAGMA synchronous = FULL;
-                PRAGMA secure_delete = ON;
-                PRAGMA temp_store = MEMORY;
-                """)
-        }
-        return config
+    /// A connection with the store's settings. `secure_delete`: freed pages
+    /// are zeroed, so deleted sealed records do not linger in the file.
+    /// `temp_store`: no temp files on disk. The busy timeout: another process
+    /// (a second vaultd started by mistake, a backup tool) may hold the lock
+    /// briefly; wait rather than fail at once. `NOFOLLOW`: PathGuard checked
+    /// the path is no link; SQLite refuses one too.
+    private static func connect(_ path: String, flags: Int32) throws(SQLiteError) -> SQLiteConnection {
+        let connection = try SQLiteConnection(path: path, flags: flags | SQLITE_OPEN_NOFOLLOW, busyTimeoutMilliseconds: 5000)
+        try connection.execute("""
+            PRAGMA secure_delete = ON;
+            PRAGMA temp_store = MEMORY;
+            """)
+        return connection
     }
 
-    /// In WAL mode GRDB sets `synchronous=NORMAL` on the writer after
-    /// `prepareDatabase` ran, and NORMAL may lose the last commits on power
-    /// loss. The vault relies on a commit being durable on return (failure
-    /// counters are incremented before a PIN is checked), so set FULL here and
-    /// refuse to run if it does not read back.
-    private func makeWriterDurable() throws(StoreError) {
-        let state: (Int?, String?)
+    /// WAL, with `synchronous=FULL` on the writer: NORMAL may lose the last
+    /// commits on power loss, and the vault relies on a commit being durable
+    /// on return (failure counters are incremented before a PIN is checked).
+    /// Refuses to run if either does not read back.
+    private static func makeDurable(_ connection: SQLiteConnection) throws(StoreError) {
+        let journal: String?
+        let synchronous: Int?
         do {
-            state = try pool.barrierWriteWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = FULL")
-                return (
-                    try Int.fetchOne(db, sql: "PRAGMA synchronous"),
-                    try String.fetchOne(db, sql: "PRAGMA journal_mode")
-                )
-            }
+            journal = try connection.one("PRAGMA journal_mode = WAL") { $0.text(0) }
+            try connection.execute("PRAGMA synchronous = FULL")
+            synchronous = try connection.one("PRAGMA synchronous") { $0.int(0) }
         } catch {
             throw StoreError.from(error, "configure writer")
         }
-        guard state.0 == 2 else {
-            throw .io("synchronous=FULL did not stick on the writer (reads \(state.0.map(String.init) ?? "nothing"))")
+        guard synchronous == 2 else {
+            throw .io("synchronous=FULL did not stick on the writer (reads \(synchronous.map(String.init) ?? "nothing"))")
         }
-        guard state.1?.lowercased() == "wal" else {
-            throw .io("journal_mode is \(state.1 ?? "unknown"), not wal")
+        guard journal?.lowercased() == "wal" else {
+            throw .io("journal_mode is \(journal ?? "unknown"), not wal")
         }
     }
 
@@ -128,7 +125,8 @@ public final class VaultStore: Sendable {
     /// Closes the connections. Later calls throw. Optional: deinit closes too.
     public func close() throws(StoreError) {
         do {
-            try pool.close()
+            try reader.with { try $0.close() }
+            try writer.with { try $0.close() }
         } catch {
             throw StoreError.from(error, "close")
         }
@@ -137,12 +135,12 @@ public final class VaultStore: Sendable {
     /// The writer connection's settings, as SQLite reports them.
     public func diagnostics() throws(StoreError) -> StoreDiagnostics {
         do {
-            return try pool.writeWithoutTransaction { db in
+            return try writer.with { db in
                 StoreDiagnostics(
-                    journalMode: try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
-                    synchronous: try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
-                    schemaVersion: try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0,
-                    sqliteVersion: try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "")
+                    journalMode: try db.one("PRAGMA journal_mode") { $0.text(0) } ?? "",
+                    synchronous: try db.one("PRAGMA synchronous") { $0.int(0) } ?? -1,
+                    schemaVersion: try db.one("PRAGMA user_version") { $0.int(0) } ?? 0,
+                    sqliteVersion: try db.one("SELECT sqlite_version()") { $0.text(0) } ?? "")
             }
         } catch {
             throw StoreError.from(error, "diagnostics")
@@ -151,10 +149,15 @@ public final class VaultStore: Sendable {
 
     // MARK: - Access helpers
 
-    /// A read from a snapshot on a reader connection.
-    func read<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
+    /// The writer connection as it is, outside any transaction (tests set pragmas through it).
+    func onWriter<T: Sendable>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try writer.with(body)
+    }
+
+    /// A read from one snapshot on the reader connection.
+    func read<T: Sendable>(_ operation: String, _ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         do {
-            return try pool.read(body)
+            return try reader.with { db in try db.transaction(immediate: false) { try body(db) } }
         } catch {
             throw StoreError.from(error, operation)
         }
@@ -163,19 +166,9 @@ public final class VaultStore: Sendable {
     /// One IMMEDIATE transaction on the writer: the write lock is taken at
     /// BEGIN, so read-then-write steps inside cannot interleave with another
     /// process, and an error anywhere rolls everything back.
-    func write<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
+    func write<T: Sendable>(_ operation: String, _ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         do {
-            return try pool.writeWithoutTransaction { db in
-                var result: T?
-                try db.inTransaction(.immediate) {
-                    result = try body(db)
-                    return .commit
-                }
-                guard let result else {
-                    throw StoreError.io("\(operation): transaction produced no result")
-                }
-                return result
-            }
+            return try writer.with { db in try db.transaction(immediate: true) { try body(db) } }
         } catch {
             throw StoreError.from(error, operation)
         }

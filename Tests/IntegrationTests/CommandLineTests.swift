@@ -2,7 +2,7 @@ import Foundation
 import VaultTestSupport
 import XCTest
 
-/// vaultctl's own command-line parser (Sources/vaultctl/Arguments.swift):
+/// vaultctl's own command-line parser (Sources/VaultctlProgram/Arguments.swift):
 /// wrong usage is said in the person's language with where to look, and exits
 /// 2 (as `vaultctl --help` promises); right usage reaches vaultd (here none is
 /// running, so it ends with 3, "not running").

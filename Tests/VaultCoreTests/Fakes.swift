@@ -156,7 +156,7 @@ final class FakePresenceFactor: UnlockFactor, Sendable {
 extension VaultFixture {
     /// SQLite refuses writes (SQLITE_READONLY) while on, as a full or read-only disk would.
     func refuseWrites(_ on: Bool) throws {
-        try store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = \(on ? 1 : 0)") }
+        try store.onWriter { try $0.execute("PRAGMA query_only = \(on ? 1 : 0)") }
     }
 }
 

@@ -1,4 +1,3 @@
-import GRDB
 import XCTest
 @testable import VaultCore
 import PINFactor
@@ -378,13 +377,11 @@ final class VaultTests: XCTestCase {
         // Behind the vault's back, as someone with the file would: drop the
         // append-only trigger and turn the failed unlock into a success.
         let failed = entries[2]
-        let queue = try DatabaseQueue(path: fx.dir + "/vault.sqlite")
-        let changed = try await queue.writeWithoutTransaction { db in
-            try db.execute(sql: "DROP TRIGGER audit_no_update")
-            try db.execute(sql: "UPDATE audit SET outcome = 'ok' WHERE seq = ?", arguments: [failed.seq])
-            return db.changesCount
-        }
-        try queue.close()
+        let raw = try SQLiteConnection(path: fx.dir + "/vault.sqlite")
+        try raw.execute("DROP TRIGGER audit_no_update")
+        try raw.run("UPDATE audit SET outcome = 'ok' WHERE seq = ?", [failed.seq])
+        let changed = raw.changes
+        try raw.close()
         XCTAssertEqual(changed, 1, "the edit must have changed a row")
         let edited = try vault.audit.entries()
         XCTAssertEqual(edited[2].outcome, "ok", "the edit must be visible to the vault")

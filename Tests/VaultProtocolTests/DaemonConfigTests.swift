@@ -1,9 +1,10 @@
 import DaemonConfig
 import XCTest
 
-/// The config gate in front of TOMLKit: what a person may write parses; what
-/// made the TOML parser abort (found by fuzzing, kept in Fuzz/corpus/config)
-/// is a sentence with a line number instead.
+/// config.toml's own parser (DaemonConfig/ConfigText.swift, TOML's subset the
+/// config uses): what a person may write parses; everything else, and what
+/// made the earlier TOML library abort (found by fuzzing, kept in
+/// Fuzz/corpus/config), is a sentence with a line number instead.
 final class DaemonConfigTests: XCTestCase {
     func testTheDocumentedConfigParses() throws {
         let text = """
@@ -103,6 +104,53 @@ final class DaemonConfigTests: XCTestCase {
             // Must return (either way) instead of aborting the process.
             _ = try? FileConfig.parse(String(decoding: data, as: UTF8.self))
         }
+    }
+
+    /// Values mean what TOML says: escapes in "basic" strings, none in
+    /// 'literal' ones, signs, comments after a value, a # inside quotes.
+    func testValuesMeanWhatTOMLSays() throws {
+        let c = try FileConfig.parse(#"""
+            socket = "/tmp/a \"b\"\\c\tend"   # a comment
+            data_dir = 'C:\no\escapes # here'
+            idle_timeout = +0
+            max_unlocked = -5
+            per_app = false
+            [providers.bankid]
+            display_name = "BankID # 1"
+            [providers.vipps]
+            client_id = ""
+            """#)
+        XCTAssertEqual(c.socket, "/tmp/a \"b\"\\c\tend")
+        XCTAssertEqual(c.data_dir, #"C:\no\escapes # here"#)
+        XCTAssertEqual(c.idle_timeout, 0)
+        XCTAssertEqual(c.max_unlocked, -5)
+        XCTAssertEqual(c.per_app, false)
+        XCTAssertEqual(c.providers?["bankid"]?.display_name, "BankID # 1")
+        XCTAssertEqual(c.providers?["vipps"]?.client_id, "")
+        XCTAssertEqual(c.providers.map { Set($0.keys) }, ["bankid", "vipps"])
+        XCTAssertNil(c.pin)
+        XCTAssertNil(try FileConfig.parse("[pin]\n").pin?.min_length)
+        XCTAssertNotNil(try FileConfig.parse("[pin]\n").pin, "an empty table is still there")
+    }
+
+    /// What TOML forbids is refused with its line, and a value of the wrong
+    /// kind says which setting, on which line, and what it must be.
+    func testWhatTOMLForbidsAndWrongKindsAreSentences() {
+        assertRefused([
+            ("idle_timeout = 1\nidle_timeout = 2", "line 2: “idle_timeout” is already set on line 1"),
+            ("[pin]\nmin_length = 6\n[fingerprint]\n[pin]\nfree_attempts = 1", "line 4: [pin] was already begun on line 1"),
+            ("idle_timeout = 0900", "line 1: the value must be a whole number"),
+            ("idle_timeout = 1_000", "line 1: the value must be a whole number"),
+            ("socket = \"\\u0041\"", "line 1: the value must be"),
+            ("socket = \"open", "line 1: the value must be"),
+            ("per_app = yes", "line 1: the value must be"),
+            ("idle_timeout = 5 extra", "line 1: the value must be"),
+            ("idle_timeout = 9999999999999999999", "line 1: the value must be"),
+            ("\n\nidle_timeout = \"soon\"", "line 3: “idle_timeout” must be a whole number, not text in quotes"),
+            ("per_app = 1", "line 1: “per_app” must be true or false, not a whole number"),
+            ("[providers.bankid]\nclient_id = true", "line 2: “providers.bankid.client_id” must be text in quotes, not true or false"),
+            ("pin = 3", "“pin” is not a setting at the top level"),
+        ])
     }
 
     /// Each text is refused, with a detail that contains its expected words.

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import VaultTestSupport
 import XCTest
 
@@ -85,9 +84,9 @@ class StoreTestCase: XCTestCase {
 
     /// Writes a database "by hand", bypassing VaultStore.
     func rawWrite(_ path: String, _ sql: String) throws {
-        let queue = try DatabaseQueue(path: path)
-        try queue.writeWithoutTransaction { db in try db.execute(sql: sql) }
-        try queue.close()
+        let raw = try SQLiteConnection(path: path)
+        try raw.execute(sql)
+        try raw.close()
     }
 
     func assertThrows<T>(

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import XCTest
 
 @testable import VaultStore
@@ -17,7 +16,7 @@ final class WriteFailureTests: StoreTestCase {
         try store.putSession(sessionRow(1))
         // query_only makes SQLite refuse writes with SQLITE_READONLY, as a
         // read-only file would.
-        try store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA query_only = 1") }
+        try store.onWriter { try $0.execute("PRAGMA query_only = 1") }
         assertThrows({ $0.isIO }) { () throws(StoreError) in try store.putSession(sessionRow(2)) }
         assertThrows({ $0.isIO }) { () throws(StoreError) in _ = try store.recordAttempt(factor: "pin") { _ in 0 } }
         XCTAssertEqual(try store.sessions(), [sessionRow(1)])
@@ -27,9 +26,9 @@ final class WriteFailureTests: StoreTestCase {
         let store = try VaultStore(path: storePath())
         try store.putSessions((0..<10).map { sessionRow($0) })
         // Cap the file at its current size: the next big write hits SQLITE_FULL.
-        try store.pool.writeWithoutTransaction { db in
-            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
-            try db.execute(sql: "PRAGMA max_page_count = \(pages)")
+        try store.onWriter { db in
+            let pages = try db.one("PRAGMA page_count") { $0.int(0) } ?? 0
+            try db.execute("PRAGMA max_page_count = \(pages)")
         }
         assertThrows({ $0.isIO }) { () throws(StoreError) in
             try store.putSessions((100..<200).map { sessionRow($0, secretSize: 4096) })

@@ -224,9 +224,8 @@ final class VaultdProcess {
         guard isRunning else { throw IntegrationError("vaultd is not running: its descriptors cannot be counted") }
         do {
             let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
-            // The store's SQLite pool opens another reader connection (the
-            // database and its WAL) when reads overlap under load, and keeps it
-            // by design (GRDB's reader pool): that is not a connection kept.
+            // The store's SQLite connections (writer and reader, each with the
+            // database and its WAL open) are not connections kept.
             return fds.filter { fd in
                 let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? ""
                 return !(target.hasSuffix("/vault.sqlite") || target.hasSuffix("/vault.sqlite-wal"))

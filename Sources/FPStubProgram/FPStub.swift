@@ -8,7 +8,6 @@ import Glibc
 
 /// `vault-fpstub`: drives the simulated fingerprint reader (StubReader) for demos
 /// and tests. It changes the same state file that vaultd's fingerprint factor reads.
-@main
 struct FPStub: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vault-fpstub",
@@ -270,4 +269,9 @@ func hex(_ bytes: [UInt8]) -> String {
 private func printError(_ line: String) {
     let bytes = Array((line + "\n").utf8)
     _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+/// vault-fpstub's main (Sources/vault-fpstub, and the one binary in Sources/vaultd).
+public func fpstubMain() {
+    FPStub.main()
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// vaultd's one reading of the time (Unix seconds), given to the broker, its
@@ -27,7 +27,7 @@ enum DaemonClock {
     /// test that has not moved the clock yet sees the wall clock.
     private static func offset(in path: String) -> Double {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              let seconds = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return 0 }
+              let seconds = Int64(text.split(whereSeparator: \.isWhitespace).first ?? "") else { return 0 }
         return Double(seconds)
     }
     #endif

@@ -1,6 +1,6 @@
 import DaemonConfig
 import DemoProviders
-import Foundation
+import FoundationEssentials
 import Logging
 import MemberSync
 import ServiceLifecycle
@@ -66,7 +66,7 @@ final class RegistryMembers: MemberDirectory {
                 SQLiteMemberRegistry.SeedMember(
                     id: "demo-" + person.id, name: person.name,
                     logins: ["bankid", "vipps"].map { MemberKey(provider: $0, subject: person.stableSubject(provider: $0)) },
-                    organizations: [Organization(id: person.organization.lowercased().replacingOccurrences(of: " ", with: "-"),
+                    organizations: [Organization(id: person.organization.lowercased().replacing(" ", with: "-"),
                                                  name: person.organization, roles: person.roles)])
             })
             return registry
@@ -79,7 +79,7 @@ final class RegistryMembers: MemberDirectory {
             let header = config?.auth_header.map { value -> HTTPMemberRegistry.AuthHeader in
                 let parts = value.split(separator: ":", maxSplits: 1)
                 return parts.count == 2
-                    ? HTTPMemberRegistry.AuthHeader(name: String(parts[0]), value: parts[1].trimmingCharacters(in: .whitespaces))
+                    ? HTTPMemberRegistry.AuthHeader(name: String(parts[0]), value: parts[1].trimmingSpaces)
                     : .bearer(value)
             }
             return HTTPMemberRegistry(baseURL: url, authHeader: header, timeout: .seconds(config?.timeout ?? 10))

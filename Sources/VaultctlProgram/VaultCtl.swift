@@ -29,7 +29,11 @@ struct Exit: Error {
     init(_ code: Int32) { self.code = code }
 }
 
-@main
+/// vaultctl's main (Sources/vaultctl, and the one binary in Sources/vaultd).
+public func vaultctlMain() {
+    VaultCtl.main()
+}
+
 enum VaultCtl {
     static func main() {
         let language = CtlSession.language

@@ -1,5 +1,5 @@
 import DaemonConfig
-import Foundation
+import FoundationEssentials
 import Logging
 import OIDCFactor
 import Locking

@@ -1,7 +1,10 @@
 import ArgumentParser
 import CVaultShims
 import DaemonConfig
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Keyring
 import Logging
 import NIOCore
@@ -23,7 +26,6 @@ import VaultStore
 
 /// vaultd: the per-user SessionVault daemon. The composition root: the only
 /// place that knows the concrete keyring, store and factor plugins.
-@main
 struct VaultDaemon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "vaultd",
@@ -305,9 +307,9 @@ struct VaultDaemon: AsyncParsableCommand {
 
     /// Prints the sentence (and a detail for whoever reads logs) and exits.
     static func fail(_ message: LocalizedText, detail: String, language: Language, code: Int32) -> Never {
-        FileHandle.standardError.write(Data("vaultd: \(message.text(language))\n".utf8))
-        FileHandle.standardError.write(Data("vaultd: (detail: \(detail))\n".utf8))
-        Foundation.exit(code)
+        let text = "vaultd: \(message.text(language))\nvaultd: (detail: \(detail))\n"
+        _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        Glibc.exit(code)
     }
 }
 
@@ -398,4 +400,9 @@ enum Hardening {
         limit.rlim_cur = limit.rlim_max
         setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
     }
+}
+
+/// vaultd's main (Sources/vaultd: one binary for vaultd, vaultctl and vault-fpstub).
+public func vaultdMain() async {
+    await VaultDaemon.main()
 }

@@ -1,0 +1,3 @@
+import FPStubProgram
+
+fpstubMain()
