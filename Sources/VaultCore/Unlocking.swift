@@ -73,11 +73,8 @@ extension Vault {
             case .login(let last, let saying, let beside):
                 // A fresh login with a provider whose slot opens the vault: the
                 // last resort, or at once after an enrollment change.
-                let others = beside.compactMap { id in
-                    factors[id].flatMap { keyslots[id.rawValue] == nil ? nil : ChoiceOption(
-                        value: id.rawValue, label: Messages.dialogUseInstead($0.descriptor.displayName)) }
-                }
-                switch await unlockByLogin(conversation, after: last, saying: saying, beside: others) {
+                switch await unlockByLogin(conversation, after: last, saying: saying,
+                                           beside: beside.compactMap(useInsteadOption)) {
                 case .finished(let result): return result
                 case .choseFactor(let id): run.choseBesideLogin(id)
                 }
@@ -126,15 +123,20 @@ extension Vault {
     /// policy that is set up (“Use PIN instead”) and the login (“Use BankID or Vipps”).
     func fallbackOptions(after index: Int, in candidates: [FactorID], login: Bool) -> [ChoiceOption] {
         var options: [ChoiceOption] = []
-        if let next = candidates.dropFirst(index + 1).first(where: { factors[$0] != nil && keyslots[$0.rawValue] != nil }),
-           let name = factors[next]?.descriptor.displayName {
-            options.append(ChoiceOption(value: next.rawValue, label: Messages.dialogUseInstead(name)))
+        if let next = candidates.dropFirst(index + 1).lazy.compactMap(useInsteadOption).first {
+            options.append(next)
         }
         if login {
             options.append(ChoiceOption(value: Vault.loginChoice,
                                         label: Messages.dialogUseLogin(providers.loginProviders.map(\.displayName))))
         }
         return options
+    }
+
+    /// “Use PIN instead”: a button for factor `id`, when it is set up here (nil otherwise).
+    func useInsteadOption(_ id: FactorID) -> ChoiceOption? {
+        guard let factor = factors[id], keyslots[id.rawValue] != nil else { return nil }
+        return ChoiceOption(value: id.rawValue, label: Messages.dialogUseInstead(factor.descriptor.displayName))
     }
 
     func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation,

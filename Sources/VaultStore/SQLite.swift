@@ -244,15 +244,23 @@ public final class SQLiteConnection {
 /// A connection shared between threads, one at a time: every use holds its
 /// lock. (`SQLiteConnection` is opened `NOMUTEX`, so this lock is the only one.)
 public final class SerializedConnection: Sendable {
-    private let lock = Locked(())
-    // Reached only inside `lock`.
-    private nonisolated(unsafe) let connection: SQLiteConnection
+    /// The connection as the lock's value. A class so the value is Sendable
+    /// (the lock hands it to a closure); unchecked because only the lock
+    /// reaches it. Not a `Locked(())` beside the connection: a zero-sized
+    /// value shares its address with the lock's own fields, and
+    /// ThreadSanitizer reported the lock's read of them as a race.
+    private final class Held: @unchecked Sendable {
+        let connection: SQLiteConnection
+        init(_ connection: SQLiteConnection) { self.connection = connection }
+    }
+
+    private let held: Locked<Held>
 
     public init(_ connection: sending SQLiteConnection) {
-        self.connection = connection
+        held = Locked(Held(connection))
     }
 
     public func with<T: Sendable>(_ body: (SQLiteConnection) throws -> T) throws -> T {
-        try lock.withLock { _ in try body(connection) }
+        try held.withLock { held in try body(held.connection) }
     }
 }
