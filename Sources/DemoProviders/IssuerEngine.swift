@@ -278,7 +278,7 @@ actor IssuerEngine {
     private func authenticateClient(_ request: HTTPRequest, _ p: [String: String]) -> Result<String, ClientAuthFailure> {
         var id = p["client_id"]
         if let auth = request.headers.first(name: "authorization"), auth.lowercased().hasPrefix("basic ") {
-            guard let decoded = base64Decode(String(auth.dropFirst(6)).trimmingSpaces()),
+            guard let decoded = base64Decode(auth.dropFirst(6).trimmingSpaces),
                   let text = String(validating: decoded, as: UTF8.self) else {
                 return .failure(ClientAuthFailure(response: oauthError("invalid_client", "malformed Basic authorization", status: .unauthorized)))
             }
@@ -457,7 +457,7 @@ actor IssuerEngine {
             return jsonResponse(["error": "invalid_request", "error_description": "a Bearer access token is required"],
                                 status: .unauthorized, extraHeaders: [("WWW-Authenticate", challenge)])
         }
-        let token = String(auth.dropFirst(7)).trimmingSpaces()
+        let token = auth.dropFirst(7).trimmingSpaces
         let t = now()
         guard let record = accessTokens[tokenKey(token)], !record.revoked, t < record.expires,
               let family = families[record.family], !family.revoked else {
@@ -622,6 +622,4 @@ extension StringProtocol {
         while let l = s.last, set.contains(l) { s = s.dropLast() }
         return String(s)
     }
-
-    func trimmingSpaces() -> String { trimmed(of: " \t") }
 }
