@@ -65,7 +65,9 @@ let package = Package(
         .systemLibrary(name: "CGIO", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
         // The GIO, GLib, libsecret, libsodium and SQLite functions SessionVault calls,
         // loading each library on first use: vaultctl (the same binary as vaultd) loads none.
-        .target(name: "LibrariesOnDemand", dependencies: ["CGIO", "CSecret", "CSodium", "CSQLite"]),
+        // The TPM 2.0 software stack (ESAPI, its TCTI loader and marshalling), for keys bound to this computer.
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
+        .target(name: "LibrariesOnDemand", dependencies: ["CGIO", "CSecret", "CSodium", "CSQLite", "CTSS2"]),
 
         // One C wrapper for prctl(2), which is variadic and so not callable from Swift.
         .target(name: "CVaultShims"),
@@ -76,6 +78,11 @@ let package = Package(
 
         // Thin, safe wrappers over libsodium: secure memory, AEAD, KDF, Argon2id.
         .target(name: "SodiumKit", dependencies: ["CSodium", "LibrariesOnDemand"], swiftSettings: strict),
+
+        // Sealing a secret in the TPM behind an auth value (C, over ESAPI), and the
+        // `SecretChip` the broker binds its wraps to (docs/key-hierarchy.md).
+        .target(name: "TPMSeal", dependencies: ["CTSS2", "LibrariesOnDemand"]),
+        .target(name: "SecurityChip", dependencies: ["TPMSeal", "SodiumKit"], swiftSettings: strict),
 
         // The plugin interface: the only SessionVault module a factor plugin depends on
         // (besides Locking, a leaf with one lock type in it).
@@ -96,7 +103,7 @@ let package = Package(
 
         // The broker: lock state, keyslots, unlock policy, sealed sessions, audit.
         .target(name: "VaultCore", dependencies: [
-            "Locking", "SodiumKit", "VaultFactor", "VaultProtocol", "VaultStore", "Keyring",
+            "Locking", "SecurityChip", "SodiumKit", "VaultFactor", "VaultProtocol", "VaultStore", "Keyring",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
 
@@ -177,7 +184,7 @@ let package = Package(
         .target(name: "VaultdProgram", dependencies: [
             "DaemonConfig",
             "VaultServer", "VaultCore", "Keyring", "VaultStore", "PINFactor", "FingerprintFactor", "ExternalFactor", "OIDCFactor",
-            "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter", "DesktopLock",
+            "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter", "DesktopLock", "SecurityChip",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -194,7 +201,7 @@ let package = Package(
         .executableTarget(name: "vaultctl", dependencies: ["VaultctlProgram"], swiftSettings: strict),
         .executableTarget(name: "vault-fpstub", dependencies: ["FPStubProgram"], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
-            "VaultClient", "VaultProtocol", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
+            "VaultClient", "VaultProtocol", "SecurityChip", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),
@@ -226,8 +233,9 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .testTarget(name: "VaultStoreTests", dependencies: ["VaultStore", "VaultTestSupport"]),
+        .testTarget(name: "SecurityChipTests", dependencies: ["SecurityChip", "SodiumKit", "VaultTestSupport"]),
         .testTarget(name: "KeyringTests", dependencies: ["Keyring", "SodiumKit", "VaultProtocol", "VaultTestSupport"]),
-        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SodiumKit", "PINFactor", "Locking", "VaultTestSupport"]),
+        .testTarget(name: "VaultCoreTests", dependencies: ["VaultCore", "VaultFactor", "VaultStore", "Keyring", "SecurityChip", "SodiumKit", "PINFactor", "Locking", "VaultTestSupport"]),
         // The request handler on its own, with a recording link in place of a socket.
         .testTarget(name: "VaultServerTests", dependencies: [
             "VaultServer", "VaultCore", "VaultFactor", "VaultStore", "VaultProtocol", "VaultWire", "PINFactor", "SodiumKit", "Locking", "CVaultShims",

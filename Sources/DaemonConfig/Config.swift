@@ -31,6 +31,11 @@ public struct FileConfig: Codable, Sendable {
     /// Each session only to the apps allowed it (default true). false gives
     /// every program of the user every session: weaker, for single-app setups.
     public var per_app: Bool?
+    /// This computer's security chip (docs/key-hierarchy.md, "Bound to this
+    /// computer"): auto (default: used when it answers) | required | off.
+    public var tpm: String?
+    /// Where the chip is reached, as a TCTI: "device:/dev/tpmrm0" (default), "swtpm:path=…" for tests.
+    public var tpm_device: String?
     public var pin: PINSection?
     public var fingerprint: FingerprintSection?
     public var plugins: PluginsSection?

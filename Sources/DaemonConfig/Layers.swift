@@ -8,6 +8,7 @@
 ///   `[members]`, `[plugins]`, `fingerprint.allow_stub_reader`. A person's file
 ///   (or a program writing to it) cannot send logins to another issuer.
 /// - The stricter of the two: `per_app`, `lock_on_screen_lock` (true wins),
+///   `tpm` (required over auto over off),
 ///   `keyring` (secret-service wins over file), the PIN's minimum length and
 ///   costs (higher wins), its free attempts (fewer wins), `idle_timeout`,
 ///   `max_unlocked`, `fingerprint_max_hours` (shorter wins; 0 = never is the
@@ -49,6 +50,9 @@ public enum ConfigLayers {
         let shorterLimit: (Int, Int) -> Int = { a, b in a <= 0 ? b : b <= 0 ? a : min(a, b) }
 
         out.per_app = pick("per_app", org.per_app, person.per_app, stricter: trueWins)
+        // required over auto over off; an unknown word is kept, so vaultd names it.
+        let chipRank = ["off": 0, "auto": 1, "required": 2]
+        out.tpm = pick("tpm", org.tpm, person.tpm) { o, p in (chipRank[o] ?? 3) > (chipRank[p] ?? 3) ? o : p }
         out.lock_on_screen_lock = pick("lock_on_screen_lock", org.lock_on_screen_lock, person.lock_on_screen_lock, stricter: trueWins)
         out.keyring = pick("keyring", org.keyring, person.keyring) { o, p in o == "secret-service" || p == "secret-service" ? "secret-service" : p }
         out.idle_timeout = pick("idle_timeout", org.idle_timeout, person.idle_timeout, stricter: shorterLimit)
@@ -84,6 +88,7 @@ public enum ConfigLayers {
         out.connection_idle_timeout = person.connection_idle_timeout ?? org.connection_idle_timeout
         out.max_connections = person.max_connections ?? org.max_connections
         out.log_level = person.log_level ?? org.log_level
+        out.tpm_device = person.tpm_device ?? org.tpm_device
         return (out, overridden)
     }
 }

@@ -2,7 +2,7 @@
 //
 // vaultd is also vaultctl and vault-fpstub (Sources/vaultd/main.swift). Linked
 // the usual way, every start of any of them would load GIO, GLib, GObject,
-// libsecret, libsodium and SQLite with their own dependencies and resolve
+// libsecret, libsodium, SQLite and the TPM's ESAPI with their own dependencies and resolve
 // their thousands of symbols (Debian builds GLib's with BIND_NOW): about
 // 3 ms of vaultctl's start-up, more than the rest of it (docs/benchmarks.md).
 // So the functions SessionVault calls are defined here, each forwarding to the
@@ -37,15 +37,19 @@
 #define SODIUM_STATIC 1
 #include <sodium.h>
 #include <sqlite3.h>
+#include <tss2/tss2_esys.h>
+#include <tss2/tss2_mu.h>
+#include <tss2/tss2_tctildr.h>
 
 #include "LibrariesOnDemand.h"
 
-enum library { GIO, SECRET, SODIUM, SQLITE, LIBRARIES };
+enum library { GIO, SECRET, SODIUM, SQLITE, ESYS, TCTILDR, MU, LIBRARIES };
 
 static void *library_handle(enum library which) {
     static void *handles[LIBRARIES];
     static const char *const names[LIBRARIES] = {
         "libgio-2.0.so.0", "libsecret-1.so.0", "libsodium.so.23", "libsqlite3.so.0",
+        "libtss2-esys.so.0", "libtss2-tctildr.so.0", "libtss2-mu.so.0",
     };
     void *handle = __atomic_load_n(&handles[which], __ATOMIC_ACQUIRE);
     if (handle == NULL) {
@@ -199,3 +203,23 @@ FORWARD(SQLITE, int, sqlite3_open_v2, (const char *filename, sqlite3 **db, int f
 FORWARD(SQLITE, int, sqlite3_prepare_v3, (sqlite3 *db, const char *sql, int count, unsigned int flags, sqlite3_stmt **statement, const char **tail), (db, sql, count, flags, statement, tail))
 FORWARD(SQLITE, int, sqlite3_reset, (sqlite3_stmt *statement), (statement))
 FORWARD(SQLITE, int, sqlite3_step, (sqlite3_stmt *statement), (statement))
+
+// The TPM 2.0 software stack (Sources/TPMSeal): ESAPI, its TCTI loader, marshalling.
+FORWARD(ESYS, TSS2_RC, Esys_Create, (ESYS_CONTEXT *esysContext, ESYS_TR parentHandle, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, const TPM2B_SENSITIVE_CREATE *inSensitive, const TPM2B_PUBLIC *inPublic, const TPM2B_DATA *outsideInfo, const TPML_PCR_SELECTION *creationPCR, TPM2B_PRIVATE **outPrivate, TPM2B_PUBLIC **outPublic, TPM2B_CREATION_DATA **creationData, TPM2B_DIGEST **creationHash, TPMT_TK_CREATION **creationTicket), (esysContext, parentHandle, shandle1, shandle2, shandle3, inSensitive, inPublic, outsideInfo, creationPCR, outPrivate, outPublic, creationData, creationHash, creationTicket))
+FORWARD(ESYS, TSS2_RC, Esys_CreatePrimary, (ESYS_CONTEXT *esysContext, ESYS_TR primaryHandle, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, const TPM2B_SENSITIVE_CREATE *inSensitive, const TPM2B_PUBLIC *inPublic, const TPM2B_DATA *outsideInfo, const TPML_PCR_SELECTION *creationPCR, ESYS_TR *objectHandle, TPM2B_PUBLIC **outPublic, TPM2B_CREATION_DATA **creationData, TPM2B_DIGEST **creationHash, TPMT_TK_CREATION **creationTicket), (esysContext, primaryHandle, shandle1, shandle2, shandle3, inSensitive, inPublic, outsideInfo, creationPCR, objectHandle, outPublic, creationData, creationHash, creationTicket))
+FORWARD_VOID(ESYS, Esys_Finalize, (ESYS_CONTEXT **context), (context))
+FORWARD(ESYS, TSS2_RC, Esys_FlushContext, (ESYS_CONTEXT *esysContext, ESYS_TR flushHandle), (esysContext, flushHandle))
+FORWARD_VOID(ESYS, Esys_Free, (void *__ptr), (__ptr))
+FORWARD(ESYS, TSS2_RC, Esys_GetCapability, (ESYS_CONTEXT *esysContext, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, TPM2_CAP capability, UINT32 property, UINT32 propertyCount, TPMI_YES_NO *moreData, TPMS_CAPABILITY_DATA **capabilityData), (esysContext, shandle1, shandle2, shandle3, capability, property, propertyCount, moreData, capabilityData))
+FORWARD(ESYS, TSS2_RC, Esys_Initialize, (ESYS_CONTEXT **esys_context, TSS2_TCTI_CONTEXT *tcti, TSS2_ABI_VERSION *abiVersion), (esys_context, tcti, abiVersion))
+FORWARD(ESYS, TSS2_RC, Esys_Load, (ESYS_CONTEXT *esysContext, ESYS_TR parentHandle, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, const TPM2B_PRIVATE *inPrivate, const TPM2B_PUBLIC *inPublic, ESYS_TR *objectHandle), (esysContext, parentHandle, shandle1, shandle2, shandle3, inPrivate, inPublic, objectHandle))
+FORWARD(ESYS, TSS2_RC, Esys_StartAuthSession, (ESYS_CONTEXT *esysContext, ESYS_TR tpmKey, ESYS_TR bind, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, const TPM2B_NONCE *nonceCaller, TPM2_SE sessionType, const TPMT_SYM_DEF *symmetric, TPMI_ALG_HASH authHash, ESYS_TR *sessionHandle), (esysContext, tpmKey, bind, shandle1, shandle2, shandle3, nonceCaller, sessionType, symmetric, authHash, sessionHandle))
+FORWARD(ESYS, TSS2_RC, Esys_TR_SetAuth, (ESYS_CONTEXT *esysContext, ESYS_TR handle, TPM2B_AUTH const *authValue), (esysContext, handle, authValue))
+FORWARD(ESYS, TSS2_RC, Esys_TRSess_SetAttributes, (ESYS_CONTEXT *esysContext, ESYS_TR session, TPMA_SESSION flags, TPMA_SESSION mask), (esysContext, session, flags, mask))
+FORWARD(ESYS, TSS2_RC, Esys_Unseal, (ESYS_CONTEXT *esysContext, ESYS_TR itemHandle, ESYS_TR shandle1, ESYS_TR shandle2, ESYS_TR shandle3, TPM2B_SENSITIVE_DATA **outData), (esysContext, itemHandle, shandle1, shandle2, shandle3, outData))
+FORWARD_VOID(TCTILDR, Tss2_TctiLdr_Finalize, (TSS2_TCTI_CONTEXT **context), (context))
+FORWARD(TCTILDR, TSS2_RC, Tss2_TctiLdr_Initialize, (const char *nameConf, TSS2_TCTI_CONTEXT **context), (nameConf, context))
+FORWARD(MU, TSS2_RC, Tss2_MU_TPM2B_PRIVATE_Marshal, (TPM2B_PRIVATE const *src, uint8_t buffer[], size_t buffer_size, size_t *offset), (src, buffer, buffer_size, offset))
+FORWARD(MU, TSS2_RC, Tss2_MU_TPM2B_PRIVATE_Unmarshal, (uint8_t const buffer[], size_t buffer_size, size_t *offset, TPM2B_PRIVATE *dest), (buffer, buffer_size, offset, dest))
+FORWARD(MU, TSS2_RC, Tss2_MU_TPM2B_PUBLIC_Marshal, (TPM2B_PUBLIC const *src, uint8_t buffer[], size_t buffer_size, size_t *offset), (src, buffer, buffer_size, offset))
+FORWARD(MU, TSS2_RC, Tss2_MU_TPM2B_PUBLIC_Unmarshal, (uint8_t const buffer[], size_t buffer_size, size_t *offset, TPM2B_PUBLIC *dest), (buffer, buffer_size, offset, dest))

@@ -47,14 +47,7 @@ public final class AuditLog: Sendable {
         /// "SEQ MAC-HEX", as stored.
         init?(text: String) {
             let parts = text.split(separator: " ")
-            guard parts.count == 2, let seq = Int64(parts[0]), seq >= 0, parts[1].count % 2 == 0 else { return nil }
-            var mac: [UInt8] = []
-            var digits = parts[1][...]
-            while !digits.isEmpty {
-                guard let byte = UInt8(digits.prefix(2), radix: 16) else { return nil }
-                mac.append(byte)
-                digits = digits.dropFirst(2)
-            }
+            guard parts.count == 2, let seq = Int64(parts[0]), seq >= 0, let mac = Digest.bytes(fromHex: parts[1]) else { return nil }
             self.init(seq: seq, mac: mac)
         }
 

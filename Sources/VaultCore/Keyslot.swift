@@ -1,6 +1,16 @@
+import SecurityChip
 import VaultFactor
 import VaultProtocol
 import VaultStore
+
+/// Why a wrap did not open or could not be made.
+enum WrapError: Error, Equatable {
+    /// A wrong PIN, an edited row, another vault's wrap.
+    case didNotOpen
+    /// The chip the wrap is bound to said no, or is not there.
+    case chip(ChipError)
+    case crypto(String)
+}
 
 /// The rows of the `keyslots` table (docs/key-hierarchy.md has the picture).
 ///
@@ -10,8 +20,14 @@ import VaultStore
 ///   `device` wrap exists exactly when no secret factor is enrolled, so there
 ///   is always one wrap and, with a PIN, none that DK alone opens:
 ///
-///       KEK  = BLAKE2b_DK("sessionvault/keyslot/v1", id, factor, Argon2id(PIN, salt) or empty, empty, salt, "{}")
+///       A    = Argon2id(PIN, salt), or empty for the device wrap
+///       KEK  = BLAKE2b_DK("sessionvault/keyslot/v1", id, factor, A, empty, salt, "{}" [, "tpm", T])
 ///       slot = XChaCha20-Poly1305(KEK, VK, ad = "sessionvault/keyslot/v1|" id "|" factor)
+///
+///   A wrap bound to this computer also mixes in T, 32 random bytes sealed by
+///   the TPM under the auth value BLAKE2b_DK("sessionvault/chip-auth/v1", id,
+///   factor, salt, A) — dictionary-attack protected for the PIN — and kept in
+///   the row's `kdf` as `"tpm": hex(blob)` (docs/key-hierarchy.md).
 ///
 /// - **records**: what a presence factor (fingerprint) was enrolled with, or
 ///   which identity a login proved, with a DK-keyed MAC over it. A record holds
@@ -28,6 +44,9 @@ enum Keyslot {
     static let saltSize = PasswordHash.saltSize
     /// The binding key under which a presence record keeps the enrollment digest.
     static let digestKey = "enrollment_digest"
+    /// The `kdf` key of a wrap bound to the chip, and the chip's part of its KEK.
+    static let chipKey = "tpm"
+    static let chipAuthLabel = "sessionvault/chip-auth/v1"
 
     // MARK: Wraps
 
@@ -35,12 +54,21 @@ enum Keyslot {
         row.id == deviceSlotID || secretFactors.contains(row.factor)
     }
 
-    /// The Argon2id cost recorded beside a secret factor's wrap.
-    static func kdfJSON(_ cost: PasswordHash.Cost?) -> String {
-        guard let cost else { return "{}" }
-        let v: JSON = ["argon2id": ["ops": .int(Int64(cost.opsLimit)), "mem": .int(Int64(cost.memLimit))]]
-        return v.text
+    /// The Argon2id cost recorded beside a secret factor's wrap, and the chip's blob of a bound wrap.
+    static func kdfJSON(_ cost: PasswordHash.Cost?, chipBlob: [UInt8]? = nil) -> String {
+        var v: [String: JSON] = [:]
+        if let cost { v["argon2id"] = ["ops": .int(Int64(cost.opsLimit)), "mem": .int(Int64(cost.memLimit))] }
+        if let chipBlob { v[chipKey] = .string(Digest.hex(chipBlob)) }
+        return v.isEmpty ? "{}" : JSON.object(v).text
     }
+
+    /// The chip's blob in a bound wrap's `kdf`, or nil when the wrap is not bound.
+    static func chipBlob(fromKDF text: String) -> [UInt8]? {
+        guard let hex = (try? JSON.parse(text))?[chipKey]?.stringValue else { return nil }
+        return Digest.bytes(fromHex: hex)
+    }
+
+    static func isBoundToChip(_ row: KeyslotRow) -> Bool { chipBlob(fromKDF: row.kdf) != nil }
 
     static func cost(fromKDF text: String) -> PasswordHash.Cost? {
         guard let v = try? JSON.parse(text), let a = v["argon2id"],
@@ -61,51 +89,113 @@ enum Keyslot {
         Array("\(label)|\(id)|\(factor)".utf8)
     }
 
+    /// Argon2id of a secret factor's answer; nil for the device wrap, which has none.
+    static func stretch(_ secret: SecureBytes?, salt: [UInt8], cost: PasswordHash.Cost?) throws(SodiumError) -> SecureBytes? {
+        guard let cost else { return nil }
+        // A secret factor without its secret must never derive a key.
+        guard let secret else { throw .malformed("missing secret contribution") }
+        return try PasswordHash.argon2id(secret, salt: salt, cost: cost)
+    }
+
     /// The slot key. v1 presence slots also mixed in an enrollment digest and a
-    /// binding; wraps have neither, so v1 and v2 wraps derive alike.
-    static func kek(deviceKey: SecureBytes, id: String, factor: String, salt: [UInt8], cost: PasswordHash.Cost?,
-                    secret: SecureBytes?, enrollmentState: [UInt8] = [], binding: String = "{}") throws(SodiumError) -> SecureBytes {
+    /// binding; wraps have neither, so v1 and v2 wraps derive alike. A wrap
+    /// bound to the chip adds the chip's secret last, so an unbound wrap
+    /// derives exactly as before the TPM layer.
+    static func kek(deviceKey: SecureBytes, id: String, factor: String, salt: [UInt8], stretched: SecureBytes?,
+                    chipSecret: SecureBytes? = nil, enrollmentState: [UInt8] = [], binding: String = "{}") throws(SodiumError) -> SecureBytes {
         var parts: [KeyDerivation.Part] = [.label(label), .label(id), .label(factor)]
-        if let cost {
-            // A secret factor without its secret must never derive a key.
-            guard let secret else { throw .malformed("missing secret contribution") }
-            parts.append(.secret(try PasswordHash.argon2id(secret, salt: salt, cost: cost)))
-        } else {
-            parts.append(.bytes([]))
-        }
+        parts.append(stretched.map { .secret($0) } ?? .bytes([]))
         parts.append(.bytes(enrollmentState))
         parts.append(.bytes(salt))
         parts.append(.label(binding))
+        if let chipSecret {
+            parts.append(.label(chipKey))
+            parts.append(.secret(chipSecret))
+        }
         return try KeyDerivation.derive(key: deviceKey, parts: parts)
     }
 
-    /// A wrap of VK: the device slot (`secret` nil) or a secret factor's slot.
+    /// The auth value the chip checks before it releases a wrap's secret: the
+    /// device key and the stretched PIN (nothing for the device wrap), so each
+    /// PIN tried at the chip is one guess it counts, and the chip alone cannot
+    /// be asked without the device key.
+    static func chipAuth(deviceKey: SecureBytes, id: String, factor: String, salt: [UInt8],
+                         stretched: SecureBytes?) throws(SodiumError) -> SecureBytes {
+        try KeyDerivation.derive(key: deviceKey, parts: [.label(chipAuthLabel), .label(id), .label(factor), .bytes(salt),
+                                                         stretched.map { .secret($0) } ?? .bytes([])])
+    }
+
+    /// A wrap of VK: the device slot (`secret` nil) or a secret factor's slot,
+    /// bound to `chip` when one is given.
     static func makeWrap(id: String, factor: String, vaultKey: SecureBytes, deviceKey: SecureBytes,
-                         secret: SecureBytes?, cost: PasswordHash.Cost?, now: Int64) throws(SodiumError) -> KeyslotRow {
-        let salt = Random.bytes(saltSize)
-        let kek = try kek(deviceKey: deviceKey, id: id, factor: factor, salt: salt, cost: cost, secret: secret)
-        let sealed = try SecretBox.seal(vaultKey, key: kek, associatedData: associatedData(id: id, factor: factor))
-        return KeyslotRow(id: id, factor: factor, version: version, salt: salt, kdf: kdfJSON(cost),
-                          binding: "{}", sealedKey: sealed.bytes, createdAt: now)
+                         secret: SecureBytes?, cost: PasswordHash.Cost?, chip: (any SecretChip)?, now: Int64) throws(WrapError) -> KeyslotRow {
+        do {
+            let salt = Random.bytes(saltSize)
+            let stretched = try stretch(secret, salt: salt, cost: cost)
+            var chipSecret: SecureBytes?
+            var blob: [UInt8]?
+            if let chip {
+                let t = try SecureBytes.random(count: KeyDerivation.keySize)
+                let auth = try chipAuth(deviceKey: deviceKey, id: id, factor: factor, salt: salt, stretched: stretched)
+                do {
+                    blob = try chip.seal(t, auth: auth, guessProtected: cost != nil)
+                } catch {
+                    throw WrapError.chip(error)
+                }
+                chipSecret = t
+            }
+            let kek = try kek(deviceKey: deviceKey, id: id, factor: factor, salt: salt, stretched: stretched, chipSecret: chipSecret)
+            let sealed = try SecretBox.seal(vaultKey, key: kek, associatedData: associatedData(id: id, factor: factor))
+            return KeyslotRow(id: id, factor: factor, version: version, salt: salt, kdf: kdfJSON(cost, chipBlob: blob),
+                              binding: "{}", sealedKey: sealed.bytes, createdAt: now)
+        } catch let e as WrapError {
+            throw e
+        } catch {
+            throw .crypto("\(error)")
+        }
     }
 
-    static func makeDeviceWrap(vaultKey: SecureBytes, deviceKey: SecureBytes, now: Int64) throws(SodiumError) -> KeyslotRow {
-        try makeWrap(id: deviceSlotID, factor: deviceSlotID, vaultKey: vaultKey, deviceKey: deviceKey, secret: nil, cost: nil, now: now)
+    static func makeDeviceWrap(vaultKey: SecureBytes, deviceKey: SecureBytes, chip: (any SecretChip)?, now: Int64) throws(WrapError) -> KeyslotRow {
+        try makeWrap(id: deviceSlotID, factor: deviceSlotID, vaultKey: vaultKey, deviceKey: deviceKey, secret: nil, cost: nil,
+                     chip: chip, now: now)
     }
 
-    /// Opens a wrap, or throws `.openFailed` (wrong PIN, tampering).
-    static func openWrap(_ row: KeyslotRow, deviceKey: SecureBytes, secret: SecureBytes?) throws(SodiumError) -> SecureBytes {
-        guard row.version == version || row.version == legacyVersion else { throw .malformed("unknown keyslot version \(row.version)") }
-        let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt,
-                          cost: cost(fromKDF: row.kdf), secret: secret)
-        return try SecretBox.open(SealedBox(bytes: row.sealedKey), key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
+    /// Opens a wrap: `.didNotOpen` for a wrong PIN, an edited row or another
+    /// vault's; `.chip` when the chip it is bound to said no or is not there.
+    static func openWrap(_ row: KeyslotRow, deviceKey: SecureBytes, secret: SecureBytes?,
+                         chip: (any SecretChip)?) throws(WrapError) -> SecureBytes {
+        guard row.version == version || row.version == legacyVersion else { throw .crypto("unknown keyslot version \(row.version)") }
+        do {
+            let stretched = try stretch(secret, salt: row.salt, cost: cost(fromKDF: row.kdf))
+            var chipSecret: SecureBytes?
+            if let blob = chipBlob(fromKDF: row.kdf) {
+                guard let chip else { throw WrapError.chip(.unreachable("no TPM is in use")) }
+                let auth = try chipAuth(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt, stretched: stretched)
+                do {
+                    chipSecret = try chip.unseal(blob, auth: auth)
+                } catch .wrongAuth {
+                    throw WrapError.didNotOpen
+                } catch {
+                    throw WrapError.chip(error)
+                }
+            }
+            let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt, stretched: stretched,
+                              chipSecret: chipSecret)
+            return try SecretBox.open(SealedBox(bytes: row.sealedKey), key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
+        } catch let e as WrapError {
+            throw e
+        } catch SodiumError.openFailed {
+            throw .didNotOpen
+        } catch {
+            throw .crypto("\(error)")
+        }
     }
 
     /// Opens a v1 row that wrapped VK under DK and public facts (a login's
     /// identity, a fingerprint's digest): only to migrate it to the v2 layout.
     static func openLegacy(_ row: KeyslotRow, deviceKey: SecureBytes, enrollmentState: [UInt8]) throws(SodiumError) -> SecureBytes {
         guard row.version == legacyVersion else { throw .malformed("not a v1 keyslot") }
-        let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt, cost: nil, secret: nil,
+        let kek = try kek(deviceKey: deviceKey, id: row.id, factor: row.factor, salt: row.salt, stretched: nil,
                           enrollmentState: enrollmentState, binding: row.binding)
         return try SecretBox.open(SealedBox(bytes: row.sealedKey), key: kek, associatedData: associatedData(id: row.id, factor: row.factor))
     }
@@ -125,13 +215,17 @@ enum Keyslot {
     /// a wrap of the vault key under the secret and the device key; for a
     /// presence factor a record of its enrollment, which wraps nothing.
     static func make(for d: FactorDescriptor, proof: FactorProof, vaultKey: SecureBytes, deviceKey: SecureBytes,
-                     cost: PasswordHash.Cost, now: Int64) throws(SodiumError) -> KeyslotRow {
+                     cost: PasswordHash.Cost, chip: (any SecretChip)?, now: Int64) throws(WrapError) -> KeyslotRow {
         let id = d.id.rawValue
         guard d.contribution == .lowEntropySecret else {
-            return try makePresenceRecord(id: id, factor: id, proof: proof, deviceKey: deviceKey, now: now)
+            do {
+                return try makePresenceRecord(id: id, factor: id, proof: proof, deviceKey: deviceKey, now: now)
+            } catch {
+                throw .crypto("\(error)")
+            }
         }
-        guard let secret = proof.contribution else { throw .malformed("missing secret contribution") }
-        return try makeWrap(id: id, factor: id, vaultKey: vaultKey, deviceKey: deviceKey, secret: secret, cost: cost, now: now)
+        guard let secret = proof.contribution else { throw .crypto("missing secret contribution") }
+        return try makeWrap(id: id, factor: id, vaultKey: vaultKey, deviceKey: deviceKey, secret: secret, cost: cost, chip: chip, now: now)
     }
 
     /// A presence factor's record: its binding plus the enrollment digest.
@@ -161,17 +255,7 @@ enum Keyslot {
 
     /// The enrollment digest an intact presence record was made with.
     static func digest(in binding: [String: String]) -> [UInt8]? {
-        guard let hex = binding[digestKey], hex.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(hex.count / 2)
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            out.append(byte)
-            index = next
-        }
-        return out
+        binding[digestKey].flatMap(Digest.bytes(fromHex:))
     }
 
     private static func recordMAC(deviceKey: SecureBytes, id: String, factor: String, binding: String,

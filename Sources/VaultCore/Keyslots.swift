@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import SecurityChip
 import SodiumKit
 import VaultProtocol
 import VaultStore
@@ -16,23 +17,56 @@ import VaultStore
 struct Keyslots {
     let store: VaultStore
     let deviceKey: SecureBytes
+    /// The chip wraps are bound to, if any (ChipBinding.swift).
+    let chip: ChipBinding
     /// The factors whose slot is a secret wrap (the PIN).
     let secretFactors: Set<String>
     /// The rows by id, as the store holds them.
     private(set) var rows: [String: KeyslotRow]
 
-    init(store: VaultStore, deviceKey: SecureBytes, secretFactors: Set<String>, rows: [String: KeyslotRow] = [:]) {
+    init(store: VaultStore, deviceKey: SecureBytes, chip: ChipBinding, secretFactors: Set<String>, rows: [String: KeyslotRow] = [:]) {
         self.store = store
         self.deviceKey = deviceKey
+        self.chip = chip
         self.secretFactors = secretFactors
         self.rows = rows
     }
 
     /// The store's keyslots as they are now.
-    static func load(store: VaultStore, deviceKey: SecureBytes, secretFactors: Set<String>) throws(StoreError) -> Keyslots {
+    static func load(store: VaultStore, deviceKey: SecureBytes, chip: ChipBinding, secretFactors: Set<String>) throws(StoreError) -> Keyslots {
         var rows: [String: KeyslotRow] = [:]
         for row in try store.keyslots() { rows[row.id] = row }
-        return Keyslots(store: store, deviceKey: deviceKey, secretFactors: secretFactors, rows: rows)
+        return Keyslots(store: store, deviceKey: deviceKey, chip: chip, secretFactors: secretFactors, rows: rows)
+    }
+
+    // MARK: Wraps, made and opened with this vault's device key and chip
+
+    /// A secret factor's wrap (`secret`, `cost`) or the device wrap (neither),
+    /// bound to the chip when the binding says so.
+    func makeWrap(id: String = Keyslot.deviceSlotID, factor: String = Keyslot.deviceSlotID, vaultKey: SecureBytes,
+                  secret: SecureBytes? = nil, cost: PasswordHash.Cost? = nil, now: Int64) throws(WrapError) -> KeyslotRow {
+        try Keyslot.makeWrap(id: id, factor: factor, vaultKey: vaultKey, deviceKey: deviceKey, secret: secret, cost: cost,
+                             chip: chip.sealingChip, now: now)
+    }
+
+    func openWrap(_ row: KeyslotRow, secret: SecureBytes?) throws(WrapError) -> SecureBytes {
+        try Keyslot.openWrap(row, deviceKey: deviceKey, secret: secret, chip: chip.chip)
+    }
+
+    /// A wrap that opened with `secret`, remade to match the chip binding
+    /// (turned on, turned off, or an older vault made without it) and put in
+    /// place of the old in one transaction. A failure keeps the old wrap,
+    /// which still opens: it is tried again at the next opening.
+    mutating func rebindIfNeeded(_ row: KeyslotRow, vaultKey: SecureBytes, secret: SecureBytes?, now: Int64, logger: Logger) {
+        guard chip.needsRebinding(row) else { return }
+        do {
+            let remade = try makeWrap(id: row.id, factor: row.factor, vaultKey: vaultKey, secret: secret,
+                                      cost: Keyslot.cost(fromKDF: row.kdf), now: now)
+            try replace(put: [remade], delete: [])
+            logger.info("a keyslot was rebound", metadata: ["slot": "\(row.id)", "chip": "\(chip.bindsNewWraps)"])
+        } catch {
+            logger.error("could not rebind a keyslot to the chip setting; the old one is kept", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: Reading
@@ -54,11 +88,15 @@ struct Keyslots {
         rows[id].map { Keyslot.check($0, deviceKey: deviceKey) }
     }
 
-    /// The device wrap opened with the device key alone; nil when there is
-    /// none or it fails to open (edited, or another vault's).
-    func openDeviceWrap() -> SecureBytes? {
+    /// The device wrap opened with the device key (and the chip it is bound
+    /// to); nil when there is none.
+    func openDeviceWrap() -> Result<SecureBytes, WrapError>? {
         guard let device = rows[Keyslot.deviceSlotID] else { return nil }
-        return try? Keyslot.openWrap(device, deviceKey: deviceKey, secret: nil)
+        do {
+            return .success(try openWrap(device, secret: nil))
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// The factor's enrollment changed (or its v1 slot was dropped) and it
@@ -140,7 +178,7 @@ struct Keyslots {
                                               deviceKey: deviceKey, now: row.createdAt))
         }
         if !hasWrap, let vk = vaultKey {
-            put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(Date().timeIntervalSince1970)))
+            put.append(try makeWrap(vaultKey: vk, now: Int64(Date().timeIntervalSince1970)))
             hasWrap = true
         }
         for row in legacy where row.factor != "login" && hasWrap {

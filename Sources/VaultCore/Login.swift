@@ -105,21 +105,33 @@ extension Vault {
         login.subject = LoginIdentity.storedSubject(of: login, deviceKey: deviceKey)
         let identity = try LoginIdentity(login, deviceKey: deviceKey)
         let (recordID, proof) = (identity.slotID, identity.proof)
-        let verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
+        var verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding,
                                          hasSecretFactor: policy.hasSecretFactor)
         if let (outcome, refusal) = verdict.audited(providerName: login.providerName) {
             audit.record("login", factor: login.provider, outcome: outcome, requester: conversation.requester)
             if let refusal { throw refusal }
         }
+        if try await offerStartOverAfterChipLoss(conversation) {
+            // A new vault: this login is its first.
+            verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding, hasSecretFactor: policy.hasSecretFactor)
+        }
         var owner = verdict == .owner
         if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
-           keyslots[Keyslot.deviceSlotID] != nil {
-            guard let vk = keyslots.openDeviceWrap() else {
-                logger.error("the device keyslot failed to open at a login")
+           let opened = keyslots.openDeviceWrap() {
+            switch opened {
+            case .success(let vk):
+                openHard(vk)
+                audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
+            case .failure(.chip(let refusal)):
+                // The chip said no (and starting over was declined): this login's
+                // session is still stored and handed over, sealed to the vault's
+                // public key as with a PIN; it works until the vault locks.
+                chipRefusal = refusal
+                audit.record("unlock", factor: recordID, outcome: refusal.auditOutcome, requester: conversation.requester)
+            case .failure(let error):
+                logger.error("the device keyslot failed to open at a login", metadata: ["error": "\(error)"])
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
-            openHard(vk)
-            audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
         } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
             softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
@@ -159,6 +171,28 @@ extension Vault {
             enrollmentOfferPending = true
         }
         return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: table.entry(id)?.meta ?? meta)
+    }
+
+    /// After a login, when the chip the vault was sealed for was cleared or
+    /// replaced (the old sessions are lost for good): asks whether to start
+    /// over, before this login's session is stored, so starting over keeps it.
+    /// An unreachable chip may answer again, so it is not asked then.
+    /// Returns whether it started over.
+    func offerStartOverAfterChipLoss(_ conversation: any ClientConversation) async throws(VaultFailure) -> Bool {
+        guard chipRefusal == .notThisChip, conversation.isInteractive else { return false }
+        let question = Messages.startOverAfterChipQuestion(sessions: table.count)
+        let yes: Bool
+        do {
+            yes = try await conversation.confirm(question)
+        } catch {
+            yes = false
+        }
+        guard yes else {
+            audit.record("reset", outcome: "declined_after_chip_loss", requester: conversation.requester)
+            return false
+        }
+        _ = try await reset(confirmed: true, conversation: conversation)
+        return true
     }
 
     /// A login in this run met its provider's re-enrollment level (and was

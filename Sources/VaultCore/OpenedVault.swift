@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Logging
+import SecurityChip
 import VaultFactor
 import VaultProtocol
 import VaultStore
@@ -12,13 +13,17 @@ struct OpenedVault {
     var vaultKey: SecureBytes?
     var publicKey: [UInt8]?
     var entries: [String: SessionTable.Entry]
+    /// Why the device wrap did not open, when its chip said no (cleared,
+    /// replaced, unreachable): a login still gives a working session and then
+    /// offers to start over (`Vault.login`).
+    var chipRefusal: ChipError?
 
     /// Checks the device key against the store, creates a fresh vault on an empty
     /// store, migrates v1 keyslots, opens the device slot when there is one, and
     /// loads session metadata. A store whose sessions no slot can open is left as
     /// it is: never a new vault key over sealed sessions (`vaultctl reset` is the
     /// one explicit way to start over).
-    static func open(store: VaultStore, deviceKey: SecureBytes, metaKey: SecureBytes, secretFactors: Set<String>,
+    static func open(store: VaultStore, deviceKey: SecureBytes, chip: ChipBinding, metaKey: SecureBytes, secretFactors: Set<String>,
                      now: Int64, logger: Logger) throws(VaultStartupError) -> OpenedVault {
         func storeFailure(_ e: StoreError) -> VaultStartupError { .store(Messages.storeUnreadable, detail: "\(e)") }
         do {
@@ -28,24 +33,47 @@ struct OpenedVault {
             } else {
                 try store.setMeta("device_key_check", check)
             }
-            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, secretFactors: secretFactors)
+            var slots = try Keyslots.load(store: store, deviceKey: deviceKey, chip: chip, secretFactors: secretFactors)
             let rows = try store.sessions()
             var vaultKey: SecureBytes?
+            var chipRefusal: ChipError?
             if slots.isEmpty && rows.isEmpty {
                 // A fresh vault: no factor yet, so the device key alone guards it
                 // (the seeds' "standard session token resumption" without biometrics).
                 let vk = try SecureBytes.random(count: 32)
-                let device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now)
+                let device = try slots.makeWrap(vaultKey: vk, now: now)
                 try slots.replace(put: [device], delete: [])
                 vaultKey = vk
                 logger.info("created a new vault")
             } else {
                 vaultKey = try slots.migrateLegacy(logger: logger)
-                if vaultKey == nil, slots[Keyslot.deviceSlotID] != nil {
-                    // A device slot that fails to open (edited, or another vault's) is
-                    // kept: deleting it could leave sessions nobody can open.
-                    vaultKey = slots.openDeviceWrap()
-                    if vaultKey == nil { logger.error("the device keyslot failed to open; it is kept as it is") }
+                if vaultKey == nil, let device = slots[Keyslot.deviceSlotID] {
+                    // A device slot that fails to open (edited, another vault's, its
+                    // chip cleared) is kept: deleting it could leave sessions nobody can open.
+                    switch slots.openDeviceWrap() {
+                    case .success(let vk)?:
+                        vaultKey = vk
+                        slots.rebindIfNeeded(device, vaultKey: vk, secret: nil, now: now, logger: logger)
+                    case .failure(let error)?:
+                        if case .chip(let refusal) = error { chipRefusal = refusal }
+                        logger.error("the device keyslot failed to open; it is kept as it is", metadata: ["error": "\(error)"])
+                    case nil:
+                        break
+                    }
+                }
+            }
+            // A PIN's wrap bound to a chip that was cleared or replaced since is
+            // told at start, without a guess: the person goes to BankID/Vipps, not to a PIN that cannot work.
+            if chipRefusal == nil {
+                for row in slots.rows.values where row.id != Keyslot.deviceSlotID {
+                    guard let blob = Keyslot.chipBlob(fromKDF: row.kdf) else { continue }
+                    do throws(ChipError) {
+                        guard let c = chip.chip else { throw .unreachable("no TPM is in use") }
+                        try c.check(blob)
+                    } catch {
+                        chipRefusal = error
+                        logger.error("the PIN's keyslot is bound to a chip that does not take it", metadata: ["error": "\(error)"])
+                    }
                 }
             }
             if !slots.hasWrap {
@@ -65,7 +93,7 @@ struct OpenedVault {
                 }
                 entries[row.id] = SessionTable.Entry(meta: meta, row: row)
             }
-            return OpenedVault(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries)
+            return OpenedVault(keyslots: slots, vaultKey: vaultKey, publicKey: publicKey, entries: entries, chipRefusal: chipRefusal)
         } catch let e as VaultStartupError {
             throw e
         } catch let e as StoreError {

@@ -37,8 +37,10 @@ enum PresenceCheck {
                 self = .legacyUnopened
                 return
             }
-            let rows = try? [Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: now),
-                             Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: now)]
+            // Made unbound: opening the vault key binds it to the chip when the setting says so (`Vault.openHard`).
+            let device = try? Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, chip: nil, now: now)
+            let presence = try? Keyslot.makePresenceRecord(id: record.id, factor: record.factor, proof: proof, deviceKey: deviceKey, now: now)
+            let rows = device.flatMap { d in presence.map { [d, $0] } }
             self = .legacyOpened(vk, migration: rows)
             return
         }

@@ -2,6 +2,7 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+import SecurityChip
 import VaultFactor
 import VaultStore
 
@@ -15,12 +16,16 @@ struct SecretCheck {
     let factor: FactorID
     let throttle: ThrottlePolicy
     let store: VaultStore
-    let deviceKey: SecureBytes
+    /// Opens the wrap with this vault's device key and chip.
+    let keyslots: Keyslots
 
     enum Outcome {
         case opened(SecureBytes)
         /// The attempt could not be counted, so it was not checked.
         case notCounted(StoreError)
+        /// The chip the wrap is bound to refused before the PIN could be
+        /// checked (its lockout, cleared or replaced, unreachable). The attempt stays counted.
+        case chipRefused(ChipError)
         /// `lockout`: seconds until the next try (0: free tries remain, `attemptsLeft` of them).
         case wrong(failures: Int, lockout: Int, attemptsLeft: Int)
     }
@@ -36,9 +41,14 @@ struct SecretCheck {
             return .notCounted(error)
         }
         pauseAfterCounterWrite()
-        if let vk = try? Keyslot.openWrap(slot, deviceKey: deviceKey, secret: secret) {
+        do {
+            let vk = try keyslots.openWrap(slot, secret: secret)
             try? store.resetFailures(factor: factor.rawValue)
             return .opened(vk)
+        } catch .chip(let refusal) {
+            return .chipRefused(refusal)
+        } catch {
+            // Wrong (the chip counted it too, when the wrap is bound), or an edited row.
         }
         return .wrong(failures: counter.failures, lockout: throttle.delay(afterFailures: counter.failures),
                       attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures))

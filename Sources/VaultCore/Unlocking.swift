@@ -1,4 +1,5 @@
 import FoundationEssentials
+import SecurityChip
 import VaultFactor
 import VaultProtocol
 import VaultStore
@@ -152,6 +153,11 @@ extension Vault {
             } catch {
                 return .next(error)
             }
+            // The chip's own lockout: not asked for a PIN it would refuse unread.
+            if let wait = chipLockout(of: d, slot: slot) {
+                audit.record("unlock", factor: d.id.rawValue, outcome: "chip_locked_out", requester: conversation.requester)
+                return .next(ChipError.lockedOut(retryAfter: wait).failure)
+            }
             let proof: FactorProof
             // A presence factor's failed scans count across unlocks: the count lives
             // with its soft box, the factor adds each miss to the tally as it happens.
@@ -191,10 +197,16 @@ extension Vault {
             switch d.contribution {
             case .lowEntropySecret:
                 guard let throttle = d.throttle else { return .next(.internal()) }
-                let check = SecretCheck(factor: d.id, throttle: throttle, store: store, deviceKey: deviceKey)
+                let check = SecretCheck(factor: d.id, throttle: throttle, store: store, keyslots: keyslots)
                 switch check.check(proof.contribution, against: slot, now: Int64(now())) {
                 case .opened(let vk):
+                    // The PIN is in hand: its wrap follows the chip setting now.
+                    keyslots.rebindIfNeeded(slot, vaultKey: vk, secret: proof.contribution, now: Int64(now()), logger: logger)
                     return .opened(vk)
+                case .chipRefused(let refusal):
+                    chipRefusal = refusal
+                    audit.record("unlock", factor: d.id.rawValue, outcome: refusal.auditOutcome, requester: conversation.requester)
+                    return .next(refusal.failure)
                 case .notCounted(let error):
                     logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
                     return .next(.internal())
@@ -310,7 +322,11 @@ extension Vault {
         guard let vk = vaultKey else { throw policy.lockedFailure() }
         let row: KeyslotRow
         do {
-            row = try Keyslot.make(for: d, proof: proof, vaultKey: vk, deviceKey: deviceKey, cost: config.pinCost, now: Int64(now()))
+            row = try Keyslot.make(for: d, proof: proof, vaultKey: vk, deviceKey: deviceKey, cost: config.pinCost,
+                                   chip: keyslots.chip.sealingChip, now: Int64(now()))
+        } catch .chip(let refusal) {
+            logger.error("the chip could not seal a keyslot", metadata: ["error": "\(refusal)"])
+            throw refusal.failure
         } catch {
             logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
             throw .internal()
@@ -349,7 +365,7 @@ extension Vault {
         var put: [KeyslotRow] = []
         if !keyslots.hasWrap(besides: id.rawValue) {
             do {
-                put.append(try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now())))
+                put.append(try keyslots.makeWrap(vaultKey: vk, now: Int64(now())))
             } catch {
                 throw .internal()
             }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Locking
 import Logging
+import SecurityChip
 import VaultFactor
 import VaultProtocol
 import VaultStore
@@ -48,6 +49,9 @@ public actor Vault {
 
     /// The keyslot rows, in the store and in memory (Keyslots.swift).
     var keyslots: Keyslots
+    /// The chip said no to the vault's wrap (cleared, replaced, unreachable):
+    /// logins still give working sessions and offer to start over.
+    var chipRefusal: ChipError?
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     /// What watching apps hear (`watch`, VaultEvents.swift); the server listens here.
@@ -83,6 +87,7 @@ public actor Vault {
     public init(store: VaultStore, deviceKey: SecureBytes, factors: [any UnlockFactor], config: VaultConfig, logger: Logger,
                 providers: any IdentityProviderDirectory = NoIdentityProviders(),
                 members: any MemberDirectory = NoMemberDirectory(),
+                chip: ChipBinding = .none,
                 clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(VaultStartupError) {
         self.clock = clock
         self.store = store
@@ -112,9 +117,10 @@ public actor Vault {
             declinedOffers = Set(String(decoding: saved, as: UTF8.self).split(separator: "\n").map { FactorID(String($0)) })
         }
         let started = clock()
-        let opened = try OpenedVault.open(store: store, deviceKey: deviceKey, metaKey: metaKey, secretFactors: secretFactors,
+        let opened = try OpenedVault.open(store: store, deviceKey: deviceKey, chip: chip, metaKey: metaKey, secretFactors: secretFactors,
                                           now: Int64(started), logger: logger)
         self.keyslots = opened.keyslots
+        self.chipRefusal = opened.chipRefusal
         self.table = SessionTable(vaultKey: nil, entries: opened.entries, now: started, events: events, clock: clock)
         table.setGrants(grants.access(perApp: config.perApp))
         self.sessions = Sessions(store: store, metaKey: metaKey, audit: audit, logger: logger, table: table, publicKey: opened.publicKey)
@@ -211,6 +217,29 @@ public actor Vault {
         let counter = try storeCall(logger) { () throws(StoreError) in try store.failureCounter(factor: d.id.rawValue) }
         let wait = Int(counter.lockedUntil) - Int(now())
         return wait > 0 ? wait : nil
+    }
+
+    /// Seconds the chip still refuses a secret factor's wrap bound to it (its
+    /// dictionary-attack lockout); nil when it takes a guess now or none is bound.
+    func chipLockout(of d: FactorDescriptor, slot: KeyslotRow) -> Int? {
+        guard d.contribution == .lowEntropySecret, Keyslot.isBoundToChip(slot),
+              let status = try? keyslots.chip.chip?.status(), status.inLockout else { return nil }
+        return status.retryAfter
+    }
+
+    /// What this computer's security chip does for the vault, for `status`:
+    /// in use (and whether its guess limit binds anyone), why it is not, or
+    /// what it refused.
+    public func chipProtection() -> LocalizedText? {
+        if let refusal = chipRefusal { return refusal.failure.message }
+        let binding = keyslots.chip
+        guard binding.bindsNewWraps, let chip = binding.chip else { return binding.unavailable }
+        let hasPIN = policy.hasSecretFactor
+        let wraps = keyslots.rows.values.filter { Keyslot.isWrap($0, secretFactors: secretFactors) }
+        if wraps.contains(where: { !Keyslot.isBoundToChip($0) }) { return Messages.chipFromNextPIN }
+        let inUse = Messages.chipInUse(withPIN: hasPIN)
+        guard hasPIN, let status = try? chip.status(), !status.lockoutArmed else { return inUse }
+        return LocalizedText(en: inUse.en + " " + Messages.chipLockoutNotArmed.en, nb: inUse.nb + " " + Messages.chipLockoutNotArmed.nb)
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the device key.

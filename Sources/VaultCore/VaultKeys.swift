@@ -16,6 +16,11 @@ extension Vault {
     func openHard(_ vk: SecureBytes) {
         hardOpenings += 1
         let t = now()
+        // The device wrap follows the chip setting (a PIN's needs the PIN: `SecretCheck`).
+        if let device = keyslots[Keyslot.deviceSlotID] {
+            keyslots.rebindIfNeeded(device, vaultKey: vk, secret: nil, now: Int64(t), logger: logger)
+        }
+        chipRefusal = nil
         table.setVaultKey(vk, now: t)
         softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
         if sessions.publicKey == nil { sessions.publicKey = try? VaultKeyPair.ensureStored(vk, store: store, deviceKey: deviceKey) }
@@ -62,7 +67,7 @@ extension Vault {
         let publicKeyMAC: [UInt8]
         do {
             vk = try SecureBytes.random(count: KeyDerivation.keySize)
-            device = try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: deviceKey, now: Int64(now()))
+            device = try keyslots.makeWrap(vaultKey: vk, now: Int64(now()))
             publicKey = try VaultKeyPair.derive(vk).publicKey
             publicKeyMAC = try SessionSealing.publicKeyMAC(publicKey, deviceKey: deviceKey)
         } catch {
@@ -72,6 +77,7 @@ extension Vault {
             try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey, SessionSealing.publicKeyMACMeta: publicKeyMAC])
         }
         softBoxes = [:]
+        chipRefusal = nil
         self.sessions.publicKey = publicKey
         strongLoginAt = nil
         let accounts = table.allEntries().values.map(\.meta.account)

@@ -142,6 +142,61 @@ public enum Messages {
             nb: "For mange feil forsøk. Prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
     }
 
+    // MARK: This computer's security chip (the TPM; docs/key-hierarchy.md)
+
+    /// The chip counted too many wrong PINs and refuses, even the right one, for a while.
+    public static func chipLockedOut(seconds: Int) -> LocalizedText {
+        LocalizedText(
+            en: "Too many wrong PINs — this computer's security chip is waiting; try again in \(duration(seconds, .en)), or log in with BankID or Vipps.",
+            nb: "For mange feil PIN-koder — sikkerhetsbrikken i denne datamaskinen venter; prøv igjen om \(duration(seconds, .nb)), eller logg inn med BankID eller Vipps.")
+    }
+    /// A wrap bound to a chip that was cleared, or to another computer's chip.
+    public static let chipReplaced = LocalizedText(
+        en: "This computer's security chip was reset or replaced, so the sessions saved before cannot be opened any more. Log in with BankID or Vipps to go on; you will then be asked whether to start over.",
+        nb: "Sikkerhetsbrikken i denne datamaskinen er nullstilt eller byttet, så øktene som var lagret, kan ikke åpnes lenger. Logg inn med BankID eller Vipps for å fortsette; du blir så spurt om du vil begynne på nytt.")
+    public static let chipUnreachable = LocalizedText(
+        en: "This computer's security chip does not answer, so the saved sessions cannot be opened now. Restart the computer and try again, or log in with BankID or Vipps.",
+        nb: "Sikkerhetsbrikken i denne datamaskinen svarer ikke, så de lagrede øktene kan ikke åpnes nå. Start datamaskinen på nytt og prøv igjen, eller logg inn med BankID eller Vipps.")
+    public static let chipFailed = LocalizedText(
+        en: "This computer's security chip gave an unexpected answer. Try again, or log in with BankID or Vipps.",
+        nb: "Sikkerhetsbrikken i denne datamaskinen ga et uventet svar. Prøv igjen, eller logg inn med BankID eller Vipps.")
+    /// Asked after a login while the old chip's sessions cannot be opened.
+    public static func startOverAfterChipQuestion(sessions: Int) -> LocalizedText {
+        LocalizedText(
+            en: "Your login worked. The \(sessions == 1 ? "session" : "\(sessions) sessions") saved before were sealed for this computer's old security chip and cannot be opened any more. Start over, so new logins are kept safely again? The old sessions and unlock methods are removed; your new login is kept.",
+            nb: "Innloggingen virket. \(sessions == 1 ? "Økten" : "De \(sessions) øktene") som var lagret, ble forseglet for den gamle sikkerhetsbrikken og kan ikke åpnes lenger. Vil du begynne på nytt, så nye innlogginger lagres trygt igjen? De gamle øktene og opplåsingsmåtene fjernes; den nye innloggingen beholdes.")
+    }
+    /// `status`: what binds the vault to this computer.
+    public static func chipInUse(withPIN: Bool) -> LocalizedText {
+        withPIN
+            ? LocalizedText(
+                en: "This computer's security chip (TPM) guards your PIN: a copy of your files opens nothing on another computer, and wrong PINs are limited by the chip.",
+                nb: "Sikkerhetsbrikken (TPM) i denne datamaskinen vokter PIN-koden din: en kopi av filene dine åpner ingenting på en annen datamaskin, og brikken begrenser feil PIN-koder.")
+            : LocalizedText(
+                en: "Your sessions are bound to this computer's security chip (TPM): a copy of your files opens nothing on another computer.",
+                nb: "Øktene dine er bundet til sikkerhetsbrikken (TPM) i denne datamaskinen: en kopi av filene dine åpner ingenting på en annen datamaskin.")
+    }
+    /// The chip is to be used, but the PIN's wrap is older: it is bound at the next PIN.
+    public static let chipFromNextPIN = LocalizedText(
+        en: "This computer's security chip (TPM) will guard your PIN from the next time you type it.",
+        nb: "Sikkerhetsbrikken (TPM) i denne datamaskinen vokter PIN-koden din fra neste gang du skriver den.")
+    public static let chipLockoutNotArmed = LocalizedText(
+        en: "The chip's limit on wrong PINs is not locked by the computer's owner (no lockout password is set), so a program running as you could reset it. Ask whoever looks after this computer to set one.",
+        nb: "Brikkens grense for feil PIN-koder er ikke låst av eieren av datamaskinen (ingen låsepassord er satt), så et program som kjører som deg, kan nullstille den. Be den som har ansvar for datamaskinen om å sette et.")
+    public static let chipNotUsedNoAccess = LocalizedText(
+        en: "This computer's security chip (TPM) is not used: SessionVault may not reach it. To use it, ask whoever looks after this computer to add you to the group “tss”, then log out and in again.",
+        nb: "Sikkerhetsbrikken (TPM) i denne datamaskinen brukes ikke: SessionVault får ikke tilgang til den. For å bruke den, be den som har ansvar for datamaskinen om å legge deg til i gruppen «tss», og logg så ut og inn igjen.")
+    public static let chipNotUsedNone = LocalizedText(
+        en: "No security chip (TPM) was found on this computer, so your sessions are protected as on any computer without one.",
+        nb: "Fant ingen sikkerhetsbrikke (TPM) i denne datamaskinen, så øktene dine er beskyttet som på en datamaskin uten.")
+    public static let chipTurnedOff = LocalizedText(
+        en: "The security chip (TPM) is turned off in SessionVault's configuration (tpm = \"off\").",
+        nb: "Sikkerhetsbrikken (TPM) er slått av i SessionVaults oppsett (tpm = \"off\").")
+    /// vaultd does not start: the configuration requires a chip that does not answer.
+    public static let chipRequiredMissing = LocalizedText(
+        en: "The configuration asks for this computer's security chip (tpm = \"required\"), but it cannot be reached. Ask whoever looks after this computer to add you to the group “tss” (then log out and in), or set tpm = \"auto\"; then start vaultd again.",
+        nb: "Oppsettet krever sikkerhetsbrikken i denne datamaskinen (tpm = \"required\"), men den kan ikke nås. Be den som har ansvar for datamaskinen om å legge deg til i gruppen «tss» (og logg så ut og inn), eller sett tpm = \"auto\"; start så vaultd igjen.")
+
     // MARK: Factor labels in `status` (short: no full stop)
 
     /// A reason's first sentence, as a short label ("Fingerprint reader not found").

@@ -31,6 +31,7 @@ extension RequestHandler {
                 }),
             ]
             if let warning = await vault.atRestWarning() { result["at_rest"] = .string(warning.text(language)) }
+            if let chip = await vault.chipProtection() { result["protection"] = .string(chip.text(language)) }
             return .object(result)
         case "factors":
             return ["factors": .array(await vault.factorStatuses().map { $0.json(language) })]

@@ -30,6 +30,7 @@ let status = CLICommand(
                 }
             }
             if let warning = r["at_rest"]?.stringValue { print(warning) }
+            if let protection = r["protection"]?.stringValue { print(protection) }
         }
     }
 

@@ -17,6 +17,7 @@ import DesktopLock
 import ExternalFactor
 import FingerprintFactor
 import PINFactor
+import SecurityChip
 import ServiceLifecycle
 import VaultCore
 import VaultFactor
@@ -177,6 +178,7 @@ struct VaultDaemon: AsyncParsableCommand {
         }
         let directory = ProviderDirectory(profiles: profiles, http: http, logger: logger, clock: clock)
 
+        let chip = Self.chipBinding(file, logger: logger, language: language)
         let storePath = dataDir + "/vault.sqlite"
         // Member sync (the national identity number on the member record): the
         // registry from [members], or the seeded demo registry.
@@ -194,7 +196,7 @@ struct VaultDaemon: AsyncParsableCommand {
         var memberSync: MemberSync?
         let (vault, _) = Self.openVault(
             storePath: storePath, deviceKey: deviceKey, deviceKeyIsNew: created, factors: factors, config: vaultConfig,
-            logger: logger, language: language, providers: directory, clock: clock
+            logger: logger, language: language, providers: directory, chip: chip, clock: clock
         ) { store in
             guard let registry else { return RegistryMembers(sync: nil, minimumAge: minimumAge) }
             do {
@@ -250,12 +252,39 @@ struct VaultDaemon: AsyncParsableCommand {
         logger.notice("vaultd stopped; the vault key was wiped")
     }
 
+    /// This computer's security chip, as `tpm` says (docs/key-hierarchy.md):
+    /// `auto` binds the vault to it when it answers, `required` does not start
+    /// without it, `off` binds nothing new — but a chip that answers still opens
+    /// what an earlier setting bound to it, so the vault can be unbound.
+    static func chipBinding(_ file: FileConfig, logger: Logger, language: Language) -> ChipBinding {
+        let mode = file.tpm ?? "auto"
+        guard ["auto", "required", "off"].contains(mode) else {
+            fail(Messages.configInvalid, detail: "tpm must be “auto”, “required” or “off”", language: language, code: 2)
+        }
+        // ESAPI logs every refused command to stderr; vaultd says what a refusal means itself.
+        setenv("TSS2_LOG", "all+NONE", 0)
+        let chip = TPMChip(location: file.tpm_device ?? TPMChip.defaultLocation)
+        do {
+            let status = try chip.status()
+            logger.info("the TPM answers", metadata: ["tpm": "\(chip.location)", "binds": "\(mode != "off")",
+                                                      "max_tries": "\(status.maxTries)", "lockout_armed": "\(status.lockoutArmed)"])
+            return ChipBinding(chip: chip, bindsNewWraps: mode != "off", unavailable: mode == "off" ? Messages.chipTurnedOff : nil)
+        } catch {
+            if mode == "required" { fail(Messages.chipRequiredMissing, detail: "\(error)", language: language, code: 3) }
+            let device = chip.location.hasPrefix("device:") ? String(chip.location.dropFirst("device:".count)) : nil
+            let present = device.map { FileManager.default.fileExists(atPath: $0) } ?? true
+            logger.notice("no TPM is used", metadata: ["tpm": "\(chip.location)", "reason": "\(error)"])
+            return ChipBinding(chip: nil, bindsNewWraps: false,
+                               unavailable: mode == "off" ? Messages.chipTurnedOff : present ? Messages.chipNotUsedNoAccess : Messages.chipNotUsedNone)
+        }
+    }
+
     /// Opens the vault. When the keyring had lost its device key (a new one was
     /// just made) the old store can never open again: it is moved aside, not
     /// deleted, and a fresh vault starts, so the person goes straight to login.
     static func openVault(storePath: String, deviceKey: SecureBytes, deviceKeyIsNew: Bool, factors: [any UnlockFactor],
                           config: VaultConfig, logger: Logger, language: Language, providers: any IdentityProviderDirectory,
-                          clock: @escaping @Sendable () -> Double,
+                          chip: ChipBinding, clock: @escaping @Sendable () -> Double,
                           members makeMembers: (VaultStore) -> any MemberDirectory) -> (Vault, VaultStore) {
         for round in 0..<2 {
             let store: VaultStore
@@ -268,7 +297,7 @@ struct VaultDaemon: AsyncParsableCommand {
             }
             do {
                 let vault = try Vault(store: store, deviceKey: deviceKey, factors: factors, config: config, logger: logger,
-                                      providers: providers, members: makeMembers(store), clock: clock)
+                                      providers: providers, members: makeMembers(store), chip: chip, clock: clock)
                 return (vault, store)
             } catch {
                 if case .deviceKeyMismatch = error, deviceKeyIsNew, round == 0 {

@@ -42,10 +42,10 @@ struct VaultBench: ParsableCommand {
     @Flag(help: "A short run (for CI smoke tests): fewer requests and sessions.")
     var quick = false
 
-    @Option(help: "Run only these lines: core (the vault on its own) or oidc (login, refresh, oidc-agent).")
+    @Option(help: "Run only these lines: core (the vault on its own), oidc (login, refresh, oidc-agent) or chip (PIN guessing with and without the TPM; not in the default run).")
     var only: Part?
 
-    enum Part: String, ExpressibleByArgument { case core, oidc }
+    enum Part: String, ExpressibleByArgument { case core, oidc, chip }
 
     func run() throws {
         let started = monotonicNs()
@@ -60,8 +60,9 @@ struct VaultBench: ParsableCommand {
 
         var failure: (any Error)?
         do {
-            if only != .oidc { try runCoreLines(&table, binary: binary, requests: requests) }
-            if only != .core { try runOIDCLines(&table, OIDCBenchSetup(
+            if only == .chip { try runChipLines(&table) }
+            if only == nil || only == .core { try runCoreLines(&table, binary: binary, requests: requests) }
+            if only == nil || only == .oidc { try runOIDCLines(&table, OIDCBenchSetup(
                 vaultd: binary, vaultctl: vaultctl ?? here + "/vaultctl",
                 python: providerPython ?? (FileManager.default.isExecutableFile(atPath: ".venv/bin/python") ? ".venv/bin/python" : nil),
                 providerScript: providerScript, quick: quick, requests: requests)) }

@@ -1,3 +1,4 @@
+import VaultTestSupport
 import XCTest
 import FingerprintFactor
 @testable import VaultCore

@@ -51,18 +51,6 @@ func importRequest(account: String = "kari", token: String = "T1") -> ImportRequ
                   refreshToken: "rt-\(token)", accessToken: "at-\(token)", accessExpiresAt: 4_102_444_800)
 }
 
-/// The VaultFailure a call ends with, or nil when it succeeds.
-func failure(_ body: () async throws -> Void) async -> VaultFailure? {
-    do {
-        try await body()
-        return nil
-    } catch let f as VaultFailure {
-        return f
-    } catch {
-        return VaultFailure(.internal, message: LocalizedText(en: "unexpected \(error)", nb: "uventet \(error)"))
-    }
-}
-
 enum TempDir {
     /// A fresh 0700 directory (plugin safety checks refuse anything looser).
     static func make(_ label: String) -> String {

@@ -182,9 +182,10 @@ final class SecretCheckTests: XCTestCase {
         let deviceKey = try SecureBytes.random(count: 32)
         let vaultKey = try SecureBytes.random(count: 32)
         let slot = try Keyslot.makeWrap(id: "pin", factor: "pin", vaultKey: vaultKey, deviceKey: deviceKey,
-                                        secret: try SecureBytes.utf8("482915"), cost: .interactive, now: 0)
+                                        secret: try SecureBytes.utf8("482915"), cost: .interactive, chip: nil, now: 0)
         let throttle = ThrottlePolicy(freeAttempts: 2, firstDelay: 30, maxDelay: 600)
-        let check = SecretCheck(factor: "pin", throttle: throttle, store: store, deviceKey: deviceKey)
+        let check = SecretCheck(factor: "pin", throttle: throttle, store: store,
+                                keyslots: Keyslots(store: store, deviceKey: deviceKey, chip: .none, secretFactors: ["pin"]))
 
         guard case .wrong(1, 0, 1) = check.check(try SecureBytes.utf8("000000"), against: slot, now: 100) else {
             return XCTFail("the first wrong PIN leaves one free try")

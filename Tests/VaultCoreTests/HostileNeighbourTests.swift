@@ -19,10 +19,6 @@ final class HostileNeighbourTests: XCTestCase {
     override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
-    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
-        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return VaultFailure(.internal) }
-    }
-
     /// Someone at an open vault (the owner stepped away) cannot change or
     /// turn off the PIN without knowing it; the owner can.
     func testChangingOrTurningOffThePINAsksForTheCurrentOneFirst() async throws {
@@ -100,7 +96,7 @@ final class HostileNeighbourTests: XCTestCase {
         // The old layout: VK under DK + the enrollment digest, the only slot.
         let salt = Random.bytes(Keyslot.saltSize)
         let binding = Keyslot.bindingJSON([:])
-        let kek = try Keyslot.kek(deviceKey: fx.deviceKey, id: "fake", factor: "fake", salt: salt, cost: nil, secret: nil,
+        let kek = try Keyslot.kek(deviceKey: fx.deviceKey, id: "fake", factor: "fake", salt: salt, stretched: nil,
                                   enrollmentState: fake.enrollment, binding: binding)
         let sealed = try SecretBox.seal(vk, key: kek, associatedData: Keyslot.associatedData(id: "fake", factor: "fake"))
         try fx.store.updateKeyslots(put: [KeyslotRow(id: "fake", factor: "fake", version: Keyslot.legacyVersion, salt: salt, kdf: "{}",

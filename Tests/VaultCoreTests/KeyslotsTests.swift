@@ -13,7 +13,7 @@ final class KeyslotsTests: XCTestCase {
     override func tearDown() { fx.cleanup() }
 
     func keyslots() throws -> Keyslots {
-        try Keyslots.load(store: fx.store, deviceKey: fx.deviceKey, secretFactors: ["pin"])
+        try Keyslots.load(store: fx.store, deviceKey: fx.deviceKey, chip: .none, secretFactors: ["pin"])
     }
 
     /// The copy in memory equals a fresh read of the store.
@@ -23,12 +23,12 @@ final class KeyslotsTests: XCTestCase {
     }
 
     func deviceWrap(_ vk: SecureBytes) throws -> KeyslotRow {
-        try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: fx.deviceKey, now: 1)
+        try Keyslot.makeDeviceWrap(vaultKey: vk, deviceKey: fx.deviceKey, chip: nil, now: 1)
     }
 
     func pinWrap(_ vk: SecureBytes, pin: String = "4711") throws -> KeyslotRow {
         try Keyslot.makeWrap(id: "pin", factor: "pin", vaultKey: vk, deviceKey: fx.deviceKey,
-                             secret: SecureBytes.utf8(pin), cost: .interactive, now: 2)
+                             secret: SecureBytes.utf8(pin), cost: .interactive, chip: nil, now: 2)
     }
 
     func record(_ id: String) throws -> KeyslotRow {
@@ -40,7 +40,7 @@ final class KeyslotsTests: XCTestCase {
         let vk = try SecureBytes.random(count: 32)
         var slots = try keyslots()
         try slots.replace(put: [try deviceWrap(vk)], delete: [])
-        XCTAssertNotNil(slots.openDeviceWrap())
+        XCTAssertNotNil(try slots.openDeviceWrap()?.get())
         try fx.store.setMeta(Keyslots.staleKey("pin"), [1])
         _ = try fx.store.recordAttempt(factor: "pin") { _ in 0 }
 
@@ -54,7 +54,7 @@ final class KeyslotsTests: XCTestCase {
 
         try slots.disable("pin", restoring: [try deviceWrap(vk)])
         try assertInStep(slots, [Keyslot.deviceSlotID])
-        let reopened = try XCTUnwrap(slots.openDeviceWrap())
+        let reopened = try XCTUnwrap(slots.openDeviceWrap()).get()
         XCTAssertEqual(reopened.unsafeCopyToArray(), vk.unsafeCopyToArray())
     }
 

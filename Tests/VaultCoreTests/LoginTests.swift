@@ -13,10 +13,6 @@ final class LoginTests: XCTestCase {
     override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
-    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
-        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
-    }
-
     func testFirstLoginStoresTheSessionAndCreatesALoginSlot() async throws {
         let bankid = FakeIdentityProvider()
         let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]))

@@ -39,8 +39,8 @@ final class OfflineAttackerTests: XCTestCase {
             let digests: [[UInt8]] = [[], Keyslot.digest(in: binding) ?? []]
             for digest in digests {
                 for bindingText in [row.binding, "{}", Keyslot.bindingJSON(binding.filter { $0.key != Keyslot.digestKey })] {
-                    guard let kek = try? Keyslot.kek(deviceKey: dk, id: row.id, factor: row.factor, salt: row.salt, cost: nil,
-                                                     secret: nil, enrollmentState: digest, binding: bindingText) else { continue }
+                    guard let kek = try? Keyslot.kek(deviceKey: dk, id: row.id, factor: row.factor, salt: row.salt, stretched: nil,
+                                                     enrollmentState: digest, binding: bindingText) else { continue }
                     keys.append(kek)
                     if let box = try? SealedBox(bytes: row.sealedKey),
                        let vk = try? SecretBox.open(box, key: kek, associatedData: Keyslot.associatedData(id: row.id, factor: row.factor)) {
@@ -49,7 +49,7 @@ final class OfflineAttackerTests: XCTestCase {
                 }
             }
             // An empty secret where the slot wants a PIN.
-            if let vk = try? Keyslot.openWrap(row, deviceKey: dk, secret: try SecureBytes.utf8("")) { keys.append(vk) }
+            if let vk = try? Keyslot.openWrap(row, deviceKey: dk, secret: try SecureBytes.utf8(""), chip: nil) { keys.append(vk) }
         }
         for label in ["sessionvault/session-meta-key/v1", SessionSealing.vaultKeyPairLabel] {
             keys.append(try KeyDerivation.derive(key: dk, parts: [.label(label)]))
@@ -150,7 +150,7 @@ final class OfflineAttackerTests: XCTestCase {
         let vk = try XCTUnwrap(open)
         let binding = Keyslot.bindingJSON(["issuer": "https://login.example.org", "subject": "kari"])
         let salt = Random.bytes(Keyslot.saltSize)
-        let kek = try Keyslot.kek(deviceKey: fx.deviceKey, id: "login:bankid", factor: "login", salt: salt, cost: nil, secret: nil,
+        let kek = try Keyslot.kek(deviceKey: fx.deviceKey, id: "login:bankid", factor: "login", salt: salt, stretched: nil,
                                   binding: binding)
         let sealed = try SecretBox.seal(vk, key: kek, associatedData: Keyslot.associatedData(id: "login:bankid", factor: "login"))
         try fx.store.updateKeyslots(put: [KeyslotRow(id: "login:bankid", factor: "login", version: 1, salt: salt, kdf: "{}",
@@ -259,10 +259,6 @@ final class NoDeadEndTests: XCTestCase {
             let c = await failureCode { _ = try await reopened.release(account: "a", conversation: SilentConversation()) }
             XCTAssertEqual(c, .internal, "version \(version): the old token is never served")
         }
-    }
-
-    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
-        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
     }
 
     func failureCode(_ body: () async throws -> Void) async -> ErrorCode? {

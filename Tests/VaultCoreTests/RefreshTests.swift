@@ -15,10 +15,6 @@ final class RefreshTests: XCTestCase {
     override func setUpWithError() throws { fx = try VaultFixture() }
     override func tearDown() { fx.cleanup() }
 
-    func failure(_ body: () async throws -> Void) async -> VaultFailure? {
-        do { try await body(); return nil } catch let f as VaultFailure { return f } catch { return .internal() }
-    }
-
     /// A session whose access token is due at once, from a fake BankID.
     func loggedIn(accessTTL: Int64 = 0) async throws -> (FakeIdentityProvider, Vault) {
         let bankid = FakeIdentityProvider()

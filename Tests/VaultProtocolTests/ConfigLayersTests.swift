@@ -100,6 +100,19 @@ final class ConfigLayersTests: XCTestCase {
     /// Every setting the organization sets reaches the merged config when the
     /// person sets nothing: a setting added to FileConfig but forgotten by
     /// ConfigLayers fails here.
+    /// The security chip: required over auto over off, whoever says it; where it is: the person's.
+    func testTheStricterChipSettingWins() throws {
+        for (org, person, wins) in [("auto", "off", "auto"), ("off", "required", "required"), ("required", "auto", "required"),
+                                    ("off", "off", "off")] {
+            let (merged, _) = ConfigLayers.merge(organization: try parse("tpm = \"\(org)\"\n"),
+                                                 person: try parse("tpm = \"\(person)\"\ntpm_device = \"swtpm:path=/p\"\n"))
+            XCTAssertEqual(merged.tpm, wins, "\(org) + \(person)")
+            XCTAssertEqual(merged.tpm_device, "swtpm:path=/p")
+        }
+        let (unset, _) = ConfigLayers.merge(organization: FileConfig(), person: try parse("tpm = \"off\"\n"))
+        XCTAssertEqual(unset.tpm, "off", "the organization's file says nothing: the person's setting stands")
+    }
+
     func testEverySettingOfTheOrganizationReachesTheConfig() throws {
         let org = try parse("""
             socket = "/run/x.sock"
@@ -115,6 +128,8 @@ final class ConfigLayersTests: XCTestCase {
             lock_on_screen_lock = false
             log_level = "error"
             per_app = false
+            tpm = "required"
+            tpm_device = "swtpm:path=/t"
             [pin]
             min_length = 7
             free_attempts = 8

@@ -112,3 +112,16 @@ public final class ScriptedClient: ClientConversation, Sendable {
         }
     }
 }
+
+/// The `VaultFailure` `body` threw (nil when it returned); any other error is
+/// an `internal` failure naming it, so a test asserting a code sees what came instead.
+public func failure(_ body: () async throws -> Void) async -> VaultFailure? {
+    do {
+        try await body()
+        return nil
+    } catch let f as VaultFailure {
+        return f
+    } catch {
+        return VaultFailure(.internal, message: LocalizedText(en: "unexpected \(error)", nb: "uventet \(error)"))
+    }
+}

@@ -108,7 +108,10 @@ final class VaultdProcess {
             // here unless a test sets `per_app` itself; AppGrantTests and
             // Tests/python/test_app_grants.py test the rule with it on.
             let perApp = config.contains("per_app") ? "" : "per_app = false\n"
-            try (perApp + config).write(toFile: configPath, atomically: true, encoding: .utf8)
+            // Never the machine's own TPM: a test's wrong PINs would count
+            // against its real lockout. TPMTests bring swtpm and say `tpm`.
+            let chip = config.contains("tpm") ? "" : "tpm = \"off\"\n"
+            try (perApp + chip + config).write(toFile: configPath, atomically: true, encoding: .utf8)
         }
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
     }
