@@ -62,6 +62,7 @@ struct Keyslots {
         do {
             let remade = try makeWrap(id: row.id, factor: row.factor, vaultKey: vaultKey, secret: secret,
                                       cost: Keyslot.cost(fromKDF: row.kdf), now: now)
+            TestPause.at("BEFORE_REBIND")
             try replace(put: [remade], delete: [])
             logger.info("a keyslot was rebound", metadata: ["slot": "\(row.id)", "chip": "\(chip.bindsNewWraps)"])
         } catch {

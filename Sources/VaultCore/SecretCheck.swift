@@ -1,7 +1,4 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import SecurityChip
 import VaultFactor
 import VaultStore
@@ -40,7 +37,7 @@ struct SecretCheck {
         } catch {
             return .notCounted(error)
         }
-        pauseAfterCounterWrite()
+        TestPause.at("AFTER_COUNTER")
         do {
             let vk = try keyslots.openWrap(slot, secret: secret)
             try? store.resetFailures(factor: factor.rawValue)
@@ -54,14 +51,4 @@ struct SecretCheck {
                       attemptsLeft: throttle.attemptsLeft(afterFailures: counter.failures))
     }
 
-    /// A debug-build hook for the crash test: pause right after the failure
-    /// counter is durable and before the PIN is checked, so a test can kill -9 here.
-    private func pauseAfterCounterWrite() {
-        #if DEBUG
-        if let marker = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_PAUSE_AFTER_COUNTER"] {
-            _ = FileManager.default.createFile(atPath: marker, contents: Data("paused\n".utf8))
-            sleep(30)
-        }
-        #endif
-    }
 }

@@ -82,6 +82,58 @@ final class TPMTests: VaultdTestCase {
         XCTAssertEqual(try v.raw().call("session", ["account": "a"]).result?["access_token"]?.stringValue, "AT-no-chip")
     }
 
+    /// vaultd killed (-9) at the one point between the two steps of a rebind —
+    /// the TPM has sealed the new wrap's part, the keyslot row is not yet
+    /// replaced (the debug hook `SESSIONVAULT_TEST_PAUSE_BEFORE_REBIND`) — keeps
+    /// the old wrap, which opens, and the next PIN rebinds it. Both ways.
+    func testKilledBetweenTheChipsSealAndTheKeyslotWriteTheOldWrapOpens() throws {
+        let tpm = try SoftwareTPM(tries: 32, interval: 1)
+        let v = try startVaultd(config: config(tpm, mode: "off"))
+        try importSession(v, account: "a", accessToken: "AT-tpm-pause", refreshToken: nil)
+        enrollPIN(v)
+        func bound() throws -> Bool {
+            let r = try sqlite3(v.storePath, "SELECT kdf FROM keyslot WHERE id = 'pin';")
+            XCTAssertEqual(r.exit, 0, r.err)
+            return r.out.contains("\"tpm\"")
+        }
+        for (from, to) in [("off", "required"), ("required", "off")] {
+            XCTAssertEqual(try bound(), from == "required")
+            v.stop()
+            try config(tpm, mode: to).write(toFile: v.configPath, atomically: true, encoding: .utf8)
+            let marker = v.root + "/rebind.marker"
+            try v.start(env: ["SESSIONVAULT_TEST_PAUSE_BEFORE_REBIND": marker])
+            let unlocking = try vaultctlUnlock(v)
+            let paused = waitUntil(timeout: 20) { FileManager.default.fileExists(atPath: marker) }
+            guard paused else {
+                throw IntegrationError("vaultd did not pause before the rebind's write (the hook exists only in debug builds)")
+            }
+            v.kill9()
+            unlocking.waitUntilExit()
+            try FileManager.default.removeItem(atPath: marker)
+            XCTAssertEqual(try bound(), from == "required", "\(from) → \(to): killed before the write, the old wrap is kept")
+            try v.start(env: [:])
+            let (opened, _) = try unlock(v, pins: [VaultdTestCase.pin])
+            XCTAssertTrue(opened.isOK, "\(from) → \(to): \(opened.text)")
+            XCTAssertEqual(try bound(), to == "required", "\(from) → \(to): rebound at the next PIN")
+            XCTAssertEqual(try v.raw().call("session", ["account": "a"]).result?["access_token"]?.stringValue, "AT-tpm-pause")
+        }
+    }
+
+    /// `vaultctl unlock pin` with the PIN on stdin, running on its own.
+    func vaultctlUnlock(_ v: VaultdProcess) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Binaries.vaultctl)
+        p.arguments = ["unlock", "pin"]
+        p.environment = childEnvironment(["SESSIONVAULT_SOCKET": v.socketPath, "HOME": v.root + "/home"])
+        let stdin = Pipe()
+        p.standardInput = stdin
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        stdin.fileHandleForWriting.write(Data("\(VaultdTestCase.pin)\n".utf8))
+        return p
+    }
+
     /// Turning the layer on and off rebinds the PIN's wrap in one transaction
     /// at the next PIN; vaultd killed (-9) at any moment of it leaves a vault
     /// the PIN opens, under either setting.
@@ -98,16 +150,7 @@ final class TPMTests: VaultdTestCase {
             try config(tpm, mode: round % 2 == 0 ? "required" : "off").write(toFile: v.configPath, atomically: true, encoding: .utf8)
             try v.start()
             // vaultctl reads the PIN from stdin, as `enroll` does; it dies with vaultd's socket.
-            let unlocking = Process()
-            unlocking.executableURL = URL(fileURLWithPath: Binaries.vaultctl)
-            unlocking.arguments = ["unlock", "pin"]
-            unlocking.environment = childEnvironment(["SESSIONVAULT_SOCKET": v.socketPath, "HOME": v.root + "/home"])
-            let stdin = Pipe()
-            unlocking.standardInput = stdin
-            unlocking.standardOutput = FileHandle.nullDevice
-            unlocking.standardError = FileHandle.nullDevice
-            try unlocking.run()
-            stdin.fileHandleForWriting.write(Data("\(VaultdTestCase.pin)\n".utf8))
+            let unlocking = try vaultctlUnlock(v)
             usleep(delay)
             v.kill9()
             unlocking.waitUntilExit()
