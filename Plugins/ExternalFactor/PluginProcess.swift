@@ -151,7 +151,8 @@ final class PluginProcess: @unchecked Sendable {
 
     /// Serialises pipe creation and spawning when pipe2(O_CLOEXEC) is missing,
     /// so no other plugin's pipe end leaks into a child between pipe() and fcntl().
-    private static let spawnLock = Locked(())
+    /// Its value counts the spawns: a lock's value must not be zero-sized (`Locked`).
+    private static let spawnLock = Locked(0)
 
     private typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
@@ -192,7 +193,8 @@ final class PluginProcess: @unchecked Sendable {
 
     static func spawn(executable: String, arguments: [String], environment: [String: String],
                       budget: Duration) throws(SpawnError) -> PluginProcess {
-        try spawnLock.withLock { _ throws(SpawnError) -> PluginProcess in
+        try spawnLock.withLock { spawned throws(SpawnError) -> PluginProcess in
+            spawned += 1
             var opened: [Int32] = []
             func closeAll() { for fd in opened { close(fd) } }
             let input: (read: Int32, write: Int32), output: (read: Int32, write: Int32)

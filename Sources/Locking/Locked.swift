@@ -14,6 +14,11 @@ import Musl
 /// session table). TSan intercepts pthread mutexes, so with this type a race
 /// it reports is a real one. The cost is one uncontended `pthread_mutex_lock`,
 /// tens of nanoseconds.
+///
+/// Give it a value with a size: `Locked(())` as a bare mutex puts a zero-sized
+/// value at the address just past `mutex`, and ThreadSanitizer reported the
+/// lock's read of its own field as racing with `withLock`'s access to the
+/// value (CI, session 18). Lock what you guard, or count what you do under it.
 public final class Locked<Value>: @unchecked Sendable {
     // Allocated once and never moved: a pthread mutex must keep its address.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>

@@ -87,7 +87,9 @@ def main():
     open(script, "w").close()
     config = os.path.join(work, "config.toml")
     with open(config, "w") as f:
-        f.write('per_app = true\nprompt_timeout = 30\n[pin]\nargon_memory_mib = 8\nargon_ops = 1\n'
+        # A TPM device that is not there, whatever this machine has: the sentence is known.
+        f.write('per_app = true\nprompt_timeout = 30\ntpm = "auto"\ntpm_device = "device:%s/no-tpm"\n' % work)
+        f.write('[pin]\nargon_memory_mib = 8\nargon_ops = 1\n'
                 '[fingerprint]\nreader = "stub"\nallow_stub_reader = true\nstub_state = "%s"\nscan_timeout = 5\n' % reader)
     env = dict(os.environ, HOME=work, SESSIONVAULT_SOCKET=socket_path, SESSIONVAULT_PINENTRY=FAKE_PINENTRY,
                FAKE_PINENTRY_SCRIPT=script, FAKE_PINENTRY_LOG=os.path.join(work, "pinentry.log"),
@@ -122,6 +124,8 @@ def main():
             check(heading in shown, "the heading %r is read" % heading)
         check("PIN-kode er ikke satt opp" in shown, "the PIN's state is read in the seeds' words")
         check("Fingeravtrykk er ikke satt opp" in shown, "the fingerprint's state is read")
+        check(any(t.startswith("Fant ingen sikkerhetsbrikke (TPM)") for t in shown),
+              "what this computer's security chip does for the vault is read")
         unnamed = [n.getRoleName() for n in found if n.getRoleName() in ("push button", "toggle button") and not name(n)]
         check(not unnamed, "every button has a name (%r)" % unnamed)
 

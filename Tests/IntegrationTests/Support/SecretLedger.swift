@@ -10,14 +10,16 @@ import Locking
 /// `scripts/scan-secrets` then looks for each of them in every archived file.
 enum SecretLedger {
     static let archive: String? = ProcessInfo.processInfo.environment["SESSIONVAULT_TEST_ARCHIVE"].flatMap { $0.isEmpty ? nil : $0 }
-    private static let lock = Locked(())
+    /// Counts the lines written; a lock's value must not be zero-sized (`Locked`).
+    private static let lock = Locked(0)
 
     /// Notes a secret of `kind` (pin, token, nin) that a test gave vaultd.
     static func record(_ kind: String, _ value: String) {
         guard let archive, !value.isEmpty, !value.contains("\t"), !value.contains("\n") else { return }
-        lock.withLock { _ in
+        lock.withLock { written in
             let fd = open(archive + "/secrets.tsv", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return }
+            written += 1
             defer { close(fd) }
             let line = Array("\(kind)\t\(value)\n".utf8)
             _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
