@@ -32,7 +32,12 @@ extension VaultBench {
         }
 
         // On this computer, through the chip.
-        for (label, limits) in [("swtpm as shipped", nil), ("5 tries / 10 s", (5, 10))] as [(String, (Int, Int)?)] {
+        // swtpm's own defaults; what Windows sets a TPM 2.0 to when it takes
+        // ownership (Microsoft, "TPM fundamentals": lock after 32 failures,
+        // forget one every 10 minutes), which most PCs a person buys have; and
+        // the short limits the tests use.
+        let settings: [(String, (Int, Int)?)] = [("swtpm as shipped", nil), ("as Windows sets it", (32, 600)), ("5 tries / 10 s", (5, 10))]
+        for (label, limits) in settings {
             let tpm = try SwtpmProcess(limits: limits)
             defer { tpm.stop() }
             let chip = TPMChip(location: tpm.tcti)
