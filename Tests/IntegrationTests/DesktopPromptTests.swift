@@ -308,7 +308,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// pinentry-gnome3 is read as GNOME's own prompter (gcr-prompter, started on the
     /// session bus); pinentry-qt is not here: its tree reached AT-SPI only now and then under Xvfb.
     /// SessionVault's own dialog (clients/dialog/sessionvault-pinentry) is held to more:
-    /// its PIN field named, focus in it, the PIN pasted, Alt+C for Cancel.
+    /// its PIN field named, focus in it, the PIN pasted, Alt+C for Cancel; and the
+    /// app-grant dialog walked with the keyboard alone (named choices, focus on
+    /// Allow, Alt+O for "Only this time", Alt+D for "Deny").
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -335,7 +337,9 @@ final class DesktopPromptTests: VaultdTestCase {
                 XCTAssertTrue(r.out.contains("VERDICT \(lang) title=True buttons_named=True field_named=\(fieldNamed)"), "\(pinentry): \(r.out)")
             }
             if pinentry == own {
-                for check in ["focus starts in the PIN field", "the PIN pasted", "Alt+C pressed Cancel", "a wrong PIN is said in an alert"] {
+                for check in ["focus starts in the PIN field", "the PIN pasted", "Alt+C pressed Cancel", "a wrong PIN is said in an alert",
+                              "grant: its three choices are named buttons", "grant: focus starts on Allow",
+                              "grant: alt+o answered", "grant: alt+d answered", "grant: neither answer left a standing grant"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

@@ -208,6 +208,38 @@ def main():
             subprocess.run(["xdotool", "key", "alt+c"])
             t.join(40)
             check(result.get("error") == "cancelled", "Alt+C pressed Cancel (%r)" % result)
+
+            # The app-grant dialog, by keyboard alone: another program (a copy of the
+            # interpreter under another name, so vaultd sees another app) asks for Kari's
+            # session. Its three choices are named, each has a mnemonic, Allow is the
+            # focused main action; Alt+O answers "Only this time", Alt+D "Deny".
+            r = subprocess.run(ctl + ["unlock", "pin"], input=PIN + "\n", capture_output=True, text=True, env=env)
+            check(r.returncode == 0, "unlocked for the grant dialog: %s" % r.stderr.strip())
+            other = os.path.join(work, "kalender")
+            shutil.copy(os.path.realpath(sys.executable), other)
+            asker = os.path.join(work, "asker.py")
+            with open(asker, "w") as f:
+                f.write("import json, sys\nsys.path.insert(0, %r)\nfrom sessionvault import VaultClient, VaultError\n"
+                        "try:\n    with VaultClient(%r, timeout=60) as c:\n"
+                        "        c.hello('kalender', lang='en', prompter='vault')\n"
+                        "        print(json.dumps({'token': c.session('kari').get('access_token')}))\n"
+                        "except VaultError as e:\n    print(json.dumps({'error': e.code}))\n"
+                        % (os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"), socket_path))
+            for key, answer in (("alt+o", {"token": "AT-a11y"}), ("alt+d", {"error": "app_not_allowed"})):
+                app = subprocess.Popen([other, asker], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                nodes = dialog_tree("to use your")
+                check(nodes is not None, "grant: the dialog is in the accessible tree")
+                buttons = [n for n in nodes or [] if n["role"] == "push button"]
+                # libadwaita keeps a second, hidden row of the same buttons (for narrow windows).
+                names = sorted({n["name"] for n in buttons})
+                check(names == ["Allow", "Deny", "Only this time"], "grant: its three choices are named buttons (%r)" % names)
+                focused = [n["name"] for n in buttons if n["focused"]]
+                check(focused == ["Allow"], "grant: focus starts on Allow, the main action (%r)" % focused)
+                subprocess.run(["xdotool", "key", key])
+                got = app.communicate(timeout=40)[0].strip()
+                check(json.loads(got or "{}") == answer, "grant: %s answered %r (%r)" % (key, answer, got))
+            apps = subprocess.run(ctl + ["apps", "--json"], capture_output=True, text=True, env=env).stdout
+            check("kalender" not in apps, "grant: neither answer left a standing grant (%s)" % apps.strip())
     finally:
         vaultd.terminate()
         vaultd.wait(10)
