@@ -310,7 +310,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// SessionVault's own dialog (clients/dialog/sessionvault-pinentry) is held to more:
     /// its PIN field named, focus in it, the PIN pasted, Alt+C for Cancel; and the
     /// app-grant dialog walked with the keyboard alone (named choices, focus on
-    /// Allow, Alt+O for "Only this time", Alt+D for "Deny").
+    /// Allow, Alt+O for "Only this time", Alt+D for "Deny"), and a yes/no question
+    /// (Start over) answered No with Alt+N.
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -339,7 +340,9 @@ final class DesktopPromptTests: VaultdTestCase {
             if pinentry == own {
                 for check in ["focus starts in the PIN field", "the PIN pasted", "Alt+C pressed Cancel", "a wrong PIN is said in an alert",
                               "grant: its three choices are named buttons", "grant: focus starts on Allow",
-                              "grant: alt+o answered", "grant: alt+d answered", "grant: neither answer left a standing grant"] {
+                              "grant: alt+o answered", "grant: alt+d answered", "grant: neither answer left a standing grant",
+                              "confirm: its choices are named buttons", "confirm: alt+n answered No",
+                              "confirm: after No, Kari's session is still there"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

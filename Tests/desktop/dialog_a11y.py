@@ -240,6 +240,32 @@ def main():
                 check(json.loads(got or "{}") == answer, "grant: %s answered %r (%r)" % (key, answer, got))
             apps = subprocess.run(ctl + ["apps", "--json"], capture_output=True, text=True, env=env).stdout
             check("kalender" not in apps, "grant: neither answer left a standing grant (%s)" % apps.strip())
+
+            # A yes/no question by keyboard alone: Start over, as the settings app asks it.
+            # Its buttons are named, each has a mnemonic; Alt+N answers No and nothing is lost.
+            result = {}
+
+            def start_over(result):
+                try:
+                    with VaultClient(socket_path, timeout=60) as c:
+                        c.hello("settings", lang="en", prompter="vault")
+                        result["reset"] = c.call("reset")
+                except VaultError as e:
+                    result["error"] = e.code
+            t = threading.Thread(target=start_over, args=(result,))
+            t.start()
+            nodes = dialog_tree("Start over?")
+            check(nodes is not None, "confirm: the dialog is in the accessible tree")
+            buttons = [n for n in nodes or [] if n["role"] == "push button"]
+            names = sorted({n["name"] for n in buttons})
+            check(names == ["Cancel", "No", "Yes"], "confirm: its choices are named buttons (%r)" % names)
+            focused = [n["name"] for n in buttons if n["focused"]]
+            print("CONFIRM focused=%r" % focused, flush=True)
+            subprocess.run(["xdotool", "key", "alt+n"])
+            t.join(40)
+            check(result.get("error") == "cancelled", "confirm: alt+n answered No (%r)" % result)
+            sessions = subprocess.run(ctl + ["sessions", "--json"], capture_output=True, text=True, env=env).stdout
+            check("kari" in sessions, "confirm: after No, Kari's session is still there (%s)" % sessions.strip())
     finally:
         vaultd.terminate()
         vaultd.wait(10)
