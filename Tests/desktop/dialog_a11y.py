@@ -85,6 +85,13 @@ def dialog_tree(describe, timeout=20):
     return None
 
 
+def choices(nodes):
+    """A dialog's buttons as read: their names (each once: libadwaita keeps a second,
+    hidden row of the same buttons for narrow windows), and the focused one's."""
+    buttons = [n for n in nodes or [] if n["role"] == "push button"]
+    return sorted({n["name"] for n in buttons}), [n["name"] for n in buttons if n["focused"]]
+
+
 def start_gcr_prompter(timeout=60):
     """GNOME's prompter is started by the session bus on first use; start it now, as a running
     GNOME session has (pinentry-gnome3 gives up when it cannot reach it in time)."""
@@ -229,11 +236,8 @@ def main():
                 app = subprocess.Popen([other, asker], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 nodes = dialog_tree("to use your")
                 check(nodes is not None, "grant: the dialog is in the accessible tree")
-                buttons = [n for n in nodes or [] if n["role"] == "push button"]
-                # libadwaita keeps a second, hidden row of the same buttons (for narrow windows).
-                names = sorted({n["name"] for n in buttons})
+                names, focused = choices(nodes)
                 check(names == ["Allow", "Deny", "Only this time"], "grant: its three choices are named buttons (%r)" % names)
-                focused = [n["name"] for n in buttons if n["focused"]]
                 check(focused == ["Allow"], "grant: focus starts on Allow, the main action (%r)" % focused)
                 subprocess.run(["xdotool", "key", key])
                 got = app.communicate(timeout=40)[0].strip()
@@ -256,10 +260,8 @@ def main():
             t.start()
             nodes = dialog_tree("Start over?")
             check(nodes is not None, "confirm: the dialog is in the accessible tree")
-            buttons = [n for n in nodes or [] if n["role"] == "push button"]
-            names = sorted({n["name"] for n in buttons})
+            names, focused = choices(nodes)
             check(names == ["Cancel", "No", "Yes"], "confirm: its choices are named buttons (%r)" % names)
-            focused = [n["name"] for n in buttons if n["focused"]]
             print("CONFIRM focused=%r" % focused, flush=True)
             subprocess.run(["xdotool", "key", "alt+n"])
             t.join(40)
