@@ -2,6 +2,7 @@ import FoundationEssentials
 import Logging
 import SecurityChip
 import SodiumKit
+import VaultFactor
 import VaultProtocol
 import VaultStore
 
@@ -47,6 +48,12 @@ struct Keyslots {
                   secret: SecureBytes? = nil, cost: PasswordHash.Cost? = nil, now: Int64) throws(WrapError) -> KeyslotRow {
         try Keyslot.makeWrap(id: id, factor: factor, vaultKey: vaultKey, deviceKey: deviceKey, secret: secret, cost: cost,
                              chip: chip.sealingChip, now: now)
+    }
+
+    /// A factor's slot as `enroll` writes it (`Keyslot.make`): the PIN's wrap bound as the setting says.
+    func make(for d: FactorDescriptor, proof: FactorProof, vaultKey: SecureBytes, cost: PasswordHash.Cost,
+              now: Int64) throws(WrapError) -> KeyslotRow {
+        try Keyslot.make(for: d, proof: proof, vaultKey: vaultKey, deviceKey: deviceKey, cost: cost, chip: chip.sealingChip, now: now)
     }
 
     func openWrap(_ row: KeyslotRow, secret: SecureBytes?) throws(WrapError) -> SecureBytes {

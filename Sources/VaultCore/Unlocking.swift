@@ -322,8 +322,7 @@ extension Vault {
         guard let vk = vaultKey else { throw policy.lockedFailure() }
         let row: KeyslotRow
         do {
-            row = try Keyslot.make(for: d, proof: proof, vaultKey: vk, deviceKey: deviceKey, cost: config.pinCost,
-                                   chip: keyslots.chip.sealingChip, now: Int64(now()))
+            row = try keyslots.make(for: d, proof: proof, vaultKey: vk, cost: config.pinCost, now: Int64(now()))
         } catch .chip(let refusal) {
             logger.error("the chip could not seal a keyslot", metadata: ["error": "\(refusal)"])
             throw refusal.failure

@@ -265,16 +265,16 @@ struct VaultDaemon: AsyncParsableCommand {
         setenv("TSS2_LOG", "all+NONE", 0)
         let chip = TPMChip(location: file.tpm_device ?? TPMChip.defaultLocation)
         let device = chip.location.hasPrefix("device:") ? String(chip.location.dropFirst("device:".count)) : nil
+        let present = device.map { FileManager.default.fileExists(atPath: $0) } ?? true
         do {
             // No device node, no TPM: said without loading libtss2 (and OpenSSL with it) into vaultd.
-            if let device, !FileManager.default.fileExists(atPath: device) { throw ChipError.unreachable("no \(device)") }
+            guard present else { throw ChipError.unreachable("no \(chip.location)") }
             let status = try chip.status()
             logger.info("the TPM answers", metadata: ["tpm": "\(chip.location)", "binds": "\(mode != "off")",
                                                       "max_tries": "\(status.maxTries)", "lockout_armed": "\(status.lockoutArmed)"])
             return ChipBinding(chip: chip, bindsNewWraps: mode != "off", unavailable: mode == "off" ? Messages.chipTurnedOff : nil)
         } catch {
             if mode == "required" { fail(Messages.chipRequiredMissing, detail: "\(error)", language: language, code: 3) }
-            let present = device.map { FileManager.default.fileExists(atPath: $0) } ?? true
             logger.notice("no TPM is used", metadata: ["tpm": "\(chip.location)", "reason": "\(error)"])
             return ChipBinding(chip: nil, bindsNewWraps: false,
                                unavailable: mode == "off" ? Messages.chipTurnedOff : present ? Messages.chipNotUsedNoAccess : Messages.chipNotUsedNone)
