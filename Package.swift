@@ -5,7 +5,8 @@
 //   vaultd / vaultctl  ->  VaultServer / VaultClient  ->  VaultCore  ->  VaultStore, Keyring, SodiumKit
 //   Plugins/*          ->  VaultFactor (the plugin interface)  ->  SodiumKit
 // The composition root (VaultdProgram) is the only place that knows the concrete factors.
-// The vaultd binary is vaultd, vaultctl and vault-fpstub (Sources/vaultd/main.swift).
+// The vaultd binary is vaultd and vault-fpstub (Sources/vaultd/main.swift); vaultctl is
+// its own small static executable.
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -20,6 +21,20 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 // data in). Debug and sanitizer builds link as SwiftPM does.
 let vaultdRelease: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                 .when(configuration: .release)),
+]
+
+// How vaultctl is linked in a release build: one static, position-independent
+// executable (static-pie: still loaded at a random address), glibc and the
+// Swift runtime inside it. It loads no shared library, so the dynamic loader
+// has nothing to find, map or bind: it starts in about half a millisecond,
+// where the same code inside vaultd's binary took 3.4 ms (docs/benchmarks.md,
+// session 20). It links no Foundation and calls no libc function that loads
+// an NSS module (no user or host name lookups), which static glibc could not
+// do safely.
+let vaultctlRelease: [LinkerSetting] = [
+    .unsafeFlags(["-static-executable", "-use-ld=lld", "-Xclang-linker", "-static-pie", "-Xlinker", "--no-export-dynamic",
+                  "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
                  .when(configuration: .release)),
 ]
 
@@ -50,9 +65,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
+        // Only for the tests and fuzz-jwt: an independent implementation that mints
+        // the tokens our own ID-token check (OIDCToken, over swift-crypto) verifies.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
     ],
@@ -158,21 +174,23 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "JWTKit", package: "jwt-kit"),
-            .product(name: "CryptoExtras", package: "swift-crypto"),  // RSA key generation (jwt-kit has none)
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),  // RSA
         ], swiftSettings: strict),
 
         // The ID-token check alone (JWKS parsing, header, key choice, signature, claims), with no
-        // network: OIDCFactor fetches the keys and calls it; fuzz-jwt builds only this and jwt-kit.
+        // network: OIDCFactor fetches the keys and calls it; fuzz-jwt builds only this (and jwt-kit,
+        // its independent signer). swift-crypto does the signature arithmetic.
         .target(name: "OIDCToken", dependencies: [
-            "VaultFactor", .product(name: "JWTKit", package: "jwt-kit"),
+            "VaultFactor",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
         ], path: "Plugins/OIDCToken", swiftSettings: strict),
 
         // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
         .target(name: "OIDCFactor", dependencies: [
             "VaultFactor", "Locking", "OIDCToken",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -187,18 +205,19 @@ let package = Package(
             "DemoProviders", "MemberSync", "CVaultShims", "Locking", "Prompter", "DesktopLock", "SecurityChip",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strict),
         .target(name: "VaultctlProgram", dependencies: ["VaultClient", "VaultProtocol"], swiftSettings: strict),
         .target(name: "FPStubProgram", dependencies: [
             "FingerprintFactor", "DaemonConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: strict),
-        // vaultd is all three, by the name it is started as (Sources/vaultd/main.swift):
-        // what the package installs. vaultctl and vault-fpstub alone are for development and tests.
-        .executableTarget(name: "vaultd", dependencies: ["VaultdProgram", "VaultctlProgram", "FPStubProgram"],
+        // vaultd is both, by the name it is started as (Sources/vaultd/main.swift):
+        // what the package installs, with vaultctl beside it. vault-fpstub alone is
+        // for development and tests.
+        .executableTarget(name: "vaultd", dependencies: ["VaultdProgram", "FPStubProgram"],
                           swiftSettings: strict, linkerSettings: vaultdRelease),
-        .executableTarget(name: "vaultctl", dependencies: ["VaultctlProgram"], swiftSettings: strict),
+        .executableTarget(name: "vaultctl", dependencies: ["VaultctlProgram"], swiftSettings: strict,
+                          linkerSettings: vaultctlRelease),
         .executableTarget(name: "vault-fpstub", dependencies: ["FPStubProgram"], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
             "VaultClient", "VaultProtocol", "SecurityChip", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
@@ -227,6 +246,7 @@ let package = Package(
         .testTarget(name: "OIDCFactorTests", dependencies: [
             "OIDCFactor", "OIDCToken", "VaultFactor", "Locking", "VaultTestSupport",
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -91,7 +91,7 @@ actor ProviderCache: KeySource {
         }
         let set: KeySet
         do {
-            set = try await KeySet.parse(response.body, allowed: allowedAlgorithms(metadata))
+            set = try KeySet.parse(response.body, allowed: allowedAlgorithms(metadata))
         } catch {
             throw KeySourceFailure(transport: nil, reason: "jwks: \(error)")
         }

@@ -19,9 +19,9 @@ public struct IDTokenCheck: Sendable {
         /// Keys that survived parsing (the others were skipped, as for a provider).
         public var usable: Int { keySet.keys.count }
 
-        public static func parse(_ document: [UInt8], allowed: Set<SigningAlgorithm>) async throws(Rejected) -> Keys {
+        public static func parse(_ document: [UInt8], allowed: Set<SigningAlgorithm>) throws(Rejected) -> Keys {
             do {
-                return Keys(keySet: try await KeySet.parse(document, allowed: allowed))
+                return Keys(keySet: try KeySet.parse(document, allowed: allowed))
             } catch {
                 throw Rejected(reason: "jwks: \(error)")
             }

@@ -1,4 +1,3 @@
-import JWTKit
 import VaultFactor
 
 /// Where verification keys come from: the provider's JWKS (cached), refetched
@@ -20,8 +19,8 @@ package struct KeySourceFailure: Error {
     }
 }
 
-/// ID token validation per OpenID Connect Core §3.1.3.7, without trusting jwt-kit
-/// for anything but the signature arithmetic.
+/// ID token validation per OpenID Connect Core §3.1.3.7; swift-crypto does the
+/// signature arithmetic (SignatureKey.swift), everything else is here.
 package struct IDTokenVerifier: Sendable {
     package var issuer: String
     package var clientID: String
@@ -93,7 +92,7 @@ package struct IDTokenVerifier: Sendable {
     /// fetch happens here). Nil when the set has no key for the token's kid.
     package func verify(_ token: ParsedToken, keys set: KeySet, nonce: String?, accessToken: String?,
                 now: Int64) throws(Failure) -> [String: JSON]? {
-        // Select the key ourselves (jwt-kit would fall back to a default key).
+        // The key named by kid and alg, never a default one.
         let key: VerificationKey
         switch set.select(kid: token.kid, algorithm: token.algorithm) {
         case .key(let k): key = k
@@ -102,9 +101,7 @@ package struct IDTokenVerifier: Sendable {
         }
         guard key.algorithm == token.algorithm else { throw .invalid("key algorithm differs from header") }
 
-        let valid: Bool
-        do { valid = try key.verifier.verify(token.jws.signature, signs: token.jws.signingInput) } catch { valid = false }
-        guard valid else { throw .invalid("bad signature") }
+        guard key.key.verifies(token.jws.signature, signs: token.jws.signingInput) else { throw .invalid("bad signature") }
 
         try checkClaims(token.jws.payload, algorithm: token.algorithm, nonce: nonce, accessToken: accessToken, now: now)
         return token.jws.payload

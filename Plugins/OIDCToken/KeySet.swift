@@ -1,25 +1,23 @@
-import JWTKit
 import VaultFactor
 
 /// One verification key from a provider's JWKS, with its algorithm fixed.
 package struct VerificationKey: Sendable {
     package let kid: String?
     package let algorithm: SigningAlgorithm
-    package let verifier: any JWTAlgorithm
+    package let key: SignatureKey
 }
 
-/// A provider's signing keys, parsed by us (strict JSON) and handed to jwt-kit
-/// one key at a time.
+/// A provider's signing keys, parsed by us (strict JSON), each made into a
+/// `SignatureKey` for one algorithm.
 ///
-/// jwt-kit 5.8.0 pitfalls this type exists to avoid (each checked against that release):
-/// - an unknown `kid` silently falls back to the collection's default key, so we
-///   never ask a collection to pick a key: each key gets its own collection and
-///   we select by `kid` ourselves, which also lets an unknown `kid` trigger a refetch;
-/// - there is no algorithm allowlist, so every key gets an algorithm here (from
-///   the JWK or inferred from its type and curve) and must be in the profile's set;
-///   the token header's `alg` must equal the key's before any verification;
-/// - a key without `alg` would take its algorithm from the first token seen (and
-///   cache it even if verification fails), so no key reaches jwt-kit without one.
+/// The rules (from the JWT libraries' known pitfalls, which this type was first
+/// written to avoid in jwt-kit 5.8.0, and which now hold by construction):
+/// - a key is selected by `kid` here, never by falling back to a default key,
+///   which also lets an unknown `kid` trigger a refetch;
+/// - every key gets an algorithm here (from the JWK or inferred from its type
+///   and curve) and must be in the profile's allowed set; the token header's
+///   `alg` must equal the key's before any verification;
+/// - a key's algorithm never comes from a token.
 package struct KeySet: Sendable {
     package var keys: [VerificationKey]
     /// How many JWKs were skipped (wrong use, disallowed alg, unsupported or malformed).
@@ -29,14 +27,14 @@ package struct KeySet: Sendable {
         case malformed(String)
     }
 
-    package static func parse(_ body: [UInt8], allowed: Set<SigningAlgorithm>) async throws(Problem) -> KeySet {
+    package static func parse(_ body: [UInt8], allowed: Set<SigningAlgorithm>) throws(Problem) -> KeySet {
         let json: JSON
         do { json = try JSON.parse(body) } catch { throw .malformed("not JSON") }
         guard let list = json["keys"]?.arrayValue else { throw .malformed("no keys array") }
         var keys: [VerificationKey] = []
         var skipped = 0
-        for (index, entry) in list.enumerated() {
-            if let key = await makeKey(entry, index: index, allowed: allowed) {
+        for entry in list {
+            if let key = makeKey(entry, allowed: allowed) {
                 keys.append(key)
             } else {
                 skipped += 1
@@ -45,7 +43,7 @@ package struct KeySet: Sendable {
         return KeySet(keys: keys, skipped: skipped)
     }
 
-    private static func makeKey(_ entry: JSON, index: Int, allowed: Set<SigningAlgorithm>) async -> VerificationKey? {
+    private static func makeKey(_ entry: JSON, allowed: Set<SigningAlgorithm>) -> VerificationKey? {
         guard case .object(let o) = entry, let kty = o["kty"]?.stringValue else { return nil }
         if let use = o["use"] { guard use.stringValue == "sig" else { return nil } }
         if let ops = o["key_ops"] {
@@ -75,33 +73,8 @@ package struct KeySet: Sendable {
             default: return nil
             }
         }
-        guard allowed.contains(algorithm) else { return nil }
-
-        // jwt-kit needs a kid to store a JWK; a kid-less key gets a private one
-        // that no token header can name (it is only used when the header has no kid).
-        let identifier = JWKIdentifier(string: kid ?? "\u{0}sessionvault-unnamed-\(index)")
-        let jwk: JWK
-        switch (algorithm, kty) {
-        case (.rs256, "RSA"):
-            guard let n = o["n"]?.stringValue, let e = o["e"]?.stringValue else { return nil }
-            jwk = JWK.rsa(.rs256, identifier: identifier, modulus: n, exponent: e)
-        case (.es256, "EC"):
-            guard crv == "P-256", let x = o["x"]?.stringValue, let y = o["y"]?.stringValue else { return nil }
-            jwk = JWK.ecdsa(.es256, identifier: identifier, x: x, y: y, curve: .p256)
-        case (.edDSA, "OKP"):
-            guard crv == "Ed25519", let x = o["x"]?.stringValue else { return nil }
-            jwk = JWK.octetKeyPair(.eddsa, identifier: identifier, x: x, y: nil, curve: .ed25519)
-        default:
-            return nil  // alg and kty disagree
-        }
-        do {
-            let collection = JWTKeyCollection()
-            try await collection.add(jwk: jwk)
-            let verifier = try await collection.getKey(for: identifier, alg: algorithm.rawValue)
-            return VerificationKey(kid: kid, algorithm: algorithm, verifier: verifier)
-        } catch {
-            return nil
-        }
+        guard allowed.contains(algorithm), let key = SignatureKey.make(algorithm, kty: kty, jwk: o) else { return nil }
+        return VerificationKey(kid: kid, algorithm: algorithm, key: key)
     }
 
     package enum Selection {

@@ -82,8 +82,8 @@ public final class DemoProviders: Sendable {
     /// Generates the signing keys (P-256 for BankID, RSA-2048 for Vipps), binds
     /// 127.0.0.1 on an ephemeral port and starts serving both issuers.
     public static func start(group: any EventLoopGroup, configuration: Configuration = Configuration()) async throws -> DemoProviders {
-        let bankIDKey = try await SigningKey.es256()
-        let vippsKey = try await SigningKey.rs256()
+        let bankIDKey = SigningKey.es256()
+        let vippsKey = try SigningKey.rs256()
         let router = Router(configuration: configuration, keys: (bankIDKey, vippsKey))
         let server = try await LoopbackHTTPServer.start(group: group) { request in
             await router.handle(request)

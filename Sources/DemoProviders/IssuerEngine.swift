@@ -333,7 +333,7 @@ actor IssuerEngine {
         }
         let claims = idTokenClaims(family: families[familyID]!, accessToken: access, nonce: code.nonce, now: t)
         do {
-            body["id_token"] = .string(try await key.sign(claims))
+            body["id_token"] = .string(try key.sign(claims))
         } catch {
             revokeFamily(familyID)
             return oauthError("server_error", "the ID token could not be signed", status: .internalServerError)
@@ -380,7 +380,7 @@ actor IssuerEngine {
         // OIDC Core §12.2: same iss, sub, aud and auth_time; a new iat; no nonce.
         let claims = idTokenClaims(family: family, accessToken: access, nonce: nil, now: t)
         do {
-            body["id_token"] = .string(try await key.sign(claims))
+            body["id_token"] = .string(try key.sign(claims))
         } catch {
             return oauthError("server_error", "the ID token could not be signed", status: .internalServerError)
         }

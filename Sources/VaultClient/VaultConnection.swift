@@ -67,6 +67,9 @@ public final class VaultConnection {
     private var nextID: Int64 = 1
     /// Vault events (after `watch`) that arrived while an answer was awaited.
     private var pendingEvents: [WatchEvent] = []
+    /// A `hello` queued by `greet`: its id and line, written with the next
+    /// request's line.
+    private var queuedHello: (id: Int64, line: [UInt8])?
 
     /// `$SESSIONVAULT_SOCKET`, else `$XDG_RUNTIME_DIR/sessionvault/vault.sock`,
     /// else `/tmp/sessionvault-UID/vault.sock` (what vaultd uses by default).
@@ -107,13 +110,32 @@ public final class VaultConnection {
     /// on this process's display) and this client never sees a prompt or a PIN.
     @discardableResult
     public func hello(client: String, language: Language, interactive: Bool, vaultPrompts: Bool = false) throws(ClientError) -> JSON {
+        try call("hello", helloFields(client: client, language: language, interactive: interactive, vaultPrompts: vaultPrompts))
+    }
+
+    /// Says hello with the next request instead of before it: both lines go
+    /// out in one write and both answers come back together, so a client
+    /// that connects for one request waits one round trip, not two (several
+    /// requests may be in flight on a connection, and vaultd takes a
+    /// connection's lines in order, so the request is served in the
+    /// language and mode this hello names). For a client that does not
+    /// need hello's result. A refused hello is thrown by that request's `call`.
+    public func greet(client: String, language: Language, interactive: Bool, vaultPrompts: Bool = false) {
+        let id = nextID
+        nextID += 1
+        queuedHello = (id, Request(id: .int(id), op: "hello",
+                                   fields: helloFields(client: client, language: language, interactive: interactive,
+                                                       vaultPrompts: vaultPrompts)).encoded())
+    }
+
+    private func helloFields(client: String, language: Language, interactive: Bool, vaultPrompts: Bool) -> [String: JSON] {
         var fields: [String: JSON] = ["version": .int(Wire.version), "client": .string(client),
                                       "lang": .string(language.rawValue), "interactive": .bool(interactive)]
         if vaultPrompts {
             fields["prompter"] = "vault"
             for (key, value) in Self.displayFields() { fields[key] = .string(value) }
         }
-        return try call("hello", fields)
+        return fields
     }
 
     /// Where this process is shown, for vaultd's dialogs: `DISPLAY`,
@@ -131,9 +153,11 @@ public final class VaultConnection {
 
     /// Sends one request and waits for its final answer, relaying prompts.
     public func call(_ op: String, _ fields: [String: JSON] = [:], onPrompt: ((Prompt) -> PromptReply)? = nil) throws(ClientError) -> JSON {
+        let greeting = queuedHello
+        queuedHello = nil
         let id = nextID
         nextID += 1
-        try send(Request(id: .int(id), op: op, fields: fields).encoded())
+        try send((greeting?.line ?? []) + Request(id: .int(id), op: op, fields: fields).encoded())
         while true {
             let line = try readLine()
             guard let reply = try? JSON.parse(line), let o = reply.objectValue else { throw .malformed("reply is not a JSON object") }
@@ -153,15 +177,25 @@ public final class VaultConnection {
                 pendingEvents.append(WatchEvent(o))
                 continue
             }
+            // A queued hello's answer comes first: only its refusal matters.
+            if let greeting, o["id"] == .int(greeting.id) {
+                if o["ok"]?.boolValue != true { throw Self.failure(o) }
+                continue
+            }
             // Acknowledgements of our answers carry their own ids; skip them.
             if let rid = o["id"], rid != .int(id), rid != .null { continue }
             if o["ok"]?.boolValue == true { return o["result"] ?? .object([:]) }
-            guard let err = o["error"]?.objectValue, let code = err["code"]?.stringValue else { throw .malformed("reply has neither result nor error") }
-            var extra = err
-            extra["code"] = nil
-            extra["message"] = nil
-            throw .vault(code: code, message: err["message"]?.stringValue ?? code, extra: extra)
+            throw Self.failure(o)
         }
+    }
+
+    /// The error an answer without `"ok": true` carries.
+    private static func failure(_ o: [String: JSON]) -> ClientError {
+        guard let err = o["error"]?.objectValue, let code = err["code"]?.stringValue else { return .malformed("reply has neither result nor error") }
+        var extra = err
+        extra["code"] = nil
+        extra["message"] = nil
+        return .vault(code: code, message: err["message"]?.stringValue ?? code, extra: extra)
     }
 
     /// Asks for vault events on this connection; returns `watching` and

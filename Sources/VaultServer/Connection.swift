@@ -44,6 +44,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// `Connection`'s; a test's `EmbeddedEventLoop` moves it by hand).
     var lastLineNanos: UInt64 = 0
     var idleCheck: Scheduled<Void>?
+    /// Set while this handler reads: answers written on the event loop then
+    /// wait for one flush at the end of the read, so a client that sent
+    /// `hello` and `session` together gets both answers in one write.
+    let reading = ReadBurst()
 
     init(handler: RequestHandler, limits: ConnectionLimits, connections: ConnectionSet, ownUID: UInt32, peer: Requester?) {
         self.handler = handler
@@ -64,7 +68,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(VaultFailure(.forbidden)))
             return
         }
-        client = Connection(link: ChannelLink(channel: channel), requester: peer)
+        client = Connection(link: ChannelLink(channel: channel, burst: reading), requester: peer)
         lastLineNanos = context.eventLoop.now.uptimeNanoseconds
         if limits.idleTimeout > 0 {
             scheduleIdleCheck(on: context.eventLoop, channel: channel, in: .seconds(Int64(limits.idleTimeout)))
@@ -74,6 +78,14 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let client else { return }   // refused: nothing is read
         var bytes = unwrapInboundIn(data)
+        reading.active = true
+        defer {
+            reading.active = false
+            if reading.written {
+                reading.written = false
+                context.channel.flush()
+            }
+        }
         splitter.feed(&bytes) { frame in
             switch frame {
             case .line(let line):
@@ -270,9 +282,20 @@ final class Connection: Sendable {
     }
 }
 
+/// Whether a connection's handler is reading now, and whether it wrote an
+/// answer meanwhile. Touched only on the channel's event loop (ChannelLink
+/// checks `inEventLoop` before it looks).
+final class ReadBurst: @unchecked Sendable {
+    var active = false
+    var written = false
+}
+
 /// A `ClientLink` over a NIO channel (writes are safe from any thread).
 struct ChannelLink: ClientLink {
     let channel: any Channel
+    /// The handler's read in progress, if any: an answer written on the event
+    /// loop during it is flushed once at its end (ConnectionHandler.channelRead).
+    var burst: ReadBurst? = nil
 
     func send(_ line: [UInt8]) {
         _ = write(line)
@@ -296,7 +319,13 @@ struct ChannelLink: ClientLink {
         var line = line
         line.withUnsafeMutableBytes { sv_wipe($0.baseAddress, UInt($0.count)) }
         let written = buffer
-        let future = channel.writeAndFlush(buffer)
+        let future: EventLoopFuture<Void>
+        if let burst, channel.eventLoop.inEventLoop, burst.active {
+            burst.written = true
+            future = channel.write(buffer)
+        } else {
+            future = channel.writeAndFlush(buffer)
+        }
         future.whenComplete { _ in
             written.withUnsafeReadableBytes { sv_wipe(UnsafeMutableRawPointer(mutating: $0.baseAddress), UInt($0.count)) }
         }

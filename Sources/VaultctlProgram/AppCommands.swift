@@ -28,7 +28,7 @@ let appsList = CLICommand(name: "list", abstract: "List the apps and the account
                 ? LocalizedText(en: "\(kind), unverified", nb: "\(kind), ikke bekreftet").text(s.language) : kind
             let accounts = (a["accounts"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
             let lastUse = a["last_use"]?.intValue.map { isoTime(Double($0)) } ?? "-"
-            print("\(a["app"]?.stringValue ?? "?")\t(\(label))\t\(accounts)\t\(lastUse)")
+            Stdio.out("\(a["app"]?.stringValue ?? "?")\t(\(label))\t\(accounts)\t\(lastUse)")
         }
     }
 }

@@ -37,7 +37,7 @@ extension CLICommand {
 
     /// Text safe in a roff line: backslashes escaped, no line starting as a request.
     private static func roff(_ text: String) -> String {
-        let escaped = text.replacing("\\", with: "\\e")
+        let escaped = text.escaping(["\\": "\\e"])
         return escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" + escaped : escaped
     }
 
@@ -141,7 +141,7 @@ extension CLICommand {
     }
 
     private func fishCompletion() -> String {
-        func quoted(_ s: String) -> String { "'" + s.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'" }
+        func quoted(_ s: String) -> String { "'" + s.escaping(["\\": "\\\\", "'": "\\'"]) + "'" }
         var out = ["# Made by `\(name) --generate-completion-script fish` (scripts/gen-docs). Do not edit.",
                    "complete -c \(name) -f"]
         for entry in walk() {
@@ -164,5 +164,19 @@ extension CLICommand {
             }
         }
         return out.joined(separator: "\n") + "\n"
+    }
+}
+
+extension String {
+    /// Each character that is a key of `replacements` replaced by its value.
+    /// (Not the standard library's `replacing(_:with:)`: that one is generic
+    /// over regular expressions and links their whole engine into vaultctl.)
+    func escaping(_ replacements: [Character: String]) -> String {
+        var out = ""
+        out.reserveCapacity(utf8.count)
+        for c in self {
+            if let r = replacements[c] { out += r } else { out.append(c) }
+        }
+        return out
     }
 }

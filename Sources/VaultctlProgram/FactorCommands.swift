@@ -18,7 +18,7 @@ private func runEnrollment(_ op: String, _ options: CLIInvocation) throws {
     try guarded {
         let s = try CtlSession.open(options)
         let r = try s.call(op, ["factor": .string(options.argument("factor") ?? "")])
-        print(r["label"]?.stringValue ?? "")
+        Stdio.out(r["label"]?.stringValue ?? "")
     }
 }
 
@@ -39,7 +39,7 @@ let disable = CLICommand(
                 }
             }
             let r = try s.call("disable", ["factor": .string(factor), "confirm": true])
-            print(r["label"]?.stringValue ?? "")
+            Stdio.out(r["label"]?.stringValue ?? "")
         }
     }
 

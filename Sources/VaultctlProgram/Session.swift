@@ -1,4 +1,3 @@
-import FoundationEssentials
 import VaultClient
 import VaultProtocol
 
@@ -11,16 +10,17 @@ struct CtlSession {
     var terminal = Terminal()
 
     static var language: Language {
-        let env = ProcessInfo.processInfo.environment
-        return Language(locale: env["LC_ALL"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LC_MESSAGES"].flatMap { $0.isEmpty ? nil : $0 } ?? env["LANG"])
+        func set(_ name: String) -> String? { Stdio.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
+        return Language(locale: set("LC_ALL") ?? set("LC_MESSAGES") ?? Stdio.environment("LANG"))
     }
 
-    /// Connects as `--socket` and `--non-interactive` say.
+    /// Connects as `--socket` and `--non-interactive` say; the hello goes
+    /// with the first request, in one write.
     static func open(_ options: CLIInvocation) throws -> CtlSession {
         let language = CtlSession.language
         do {
             let c = try VaultConnection(socketPath: options.value("socket"))
-            try c.hello(client: "vaultctl", language: language, interactive: !options.flag("non-interactive"))
+            c.greet(client: "vaultctl", language: language, interactive: !options.flag("non-interactive"))
             return CtlSession(connection: c, language: language)
         } catch {
             throw Failure(error: error, language: language)
@@ -35,7 +35,7 @@ struct CtlSession {
         }
     }
 
-    func say(_ text: LocalizedText) { print(text.text(language)) }
+    func say(_ text: LocalizedText) { Stdio.out(text.text(language)) }
 }
 
 /// A failure already explained to the person; carries the exit code.
@@ -66,7 +66,7 @@ func guarded(json: Bool = false, _ body: () throws -> Void) throws {
         if json {
             var o: [String: JSON] = ["code": .string(f.error.code), "message": .string(f.description)]
             if case .vault(_, _, let extra) = f.error { o.merge(extra) { a, _ in a } }
-            print(JSON.object(["error": .object(o)]).text)
+            Stdio.out(JSON.object(["error": .object(o)]).text)
         }
         throw Exit(f.exitCode)
     }
@@ -80,7 +80,7 @@ func reading(_ op: String, _ options: CLIInvocation, _ fields: [String: JSON] = 
     try guarded(json: json) {
         let s = try CtlSession.open(options)
         let r = try s.call(op, fields)
-        if json { print(r.text); return }
+        if json { Stdio.out(r.text); return }
         try show(s, r)
     }
 }

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import VaultClient
 import VaultProtocol
 
@@ -24,9 +23,9 @@ let importSession = CLICommand(
         let expiresAt = try options.number("expires-at", atLeast: 0)
         try guarded {
             let language = CtlSession.language
-            let data: Data
+            let data: [UInt8]
             if let secretsFile = options.value("secrets-file") {
-                guard let d = FileManager.default.contents(atPath: secretsFile) else {
+                guard let d = Stdio.contents(atPath: secretsFile) else {
                     Stdio.error("vaultctl: \(LocalizedText(en: "The secrets file could not be read. Check the path and try again.", nb: "Filen med hemmeligheter kunne ikke leses. Sjekk stien og prøv igjen.").text(language))\n")
                     throw Exit(1)
                 }
@@ -69,12 +68,12 @@ let login = CLICommand(
         try guarded(json: json) {
             var s = try CtlSession.open(options)
             if options.flag("no-browser") {
-                s.terminal.browser = nil
+                s.terminal.browser = .none
             } else if let browser = options.value("browser") {
-                s.terminal.browser = browser.split(separator: " ").map(String.init)
+                s.terminal.browser = .command(browser.split(separator: " ").map(String.init))
             }
             let r = try s.call("login", ["provider": .string(provider)])
-            if json { print(r.text); return }
+            if json { Stdio.out(r.text); return }
             let name = r["claims"]?["name"]?.stringValue ?? r["account"]?.stringValue ?? ""
             let via = r["provider"]?.stringValue ?? provider
             s.say(LocalizedText(en: "Logged in as \(name) (\(via)).", nb: "Logget inn som \(name) (\(via))."))
@@ -96,7 +95,7 @@ let token = CLICommand(
             if let account = options.argument("account") { fields["account"] = .string(account) }
             if let minValid { fields["min_valid"] = .int(minValid) }
             let r = try s.call("session", fields)
-            if json { print(r.text) } else { print(r["access_token"]?.stringValue ?? "") }
+            if json { Stdio.out(r.text) } else { Stdio.out(r["access_token"]?.stringValue ?? "") }
         }
     }
 
@@ -109,7 +108,7 @@ let sessions = CLICommand(name: "sessions", abstract: "List stored sessions (by 
             let hash = String((e["token_hash"]?.stringValue ?? "").prefix(12))
             let exp = e["expires_at"]?.intValue.map { isoTime(Double($0)) } ?? "-"
             let waiting = e["waiting"]?.stringValue.map { "\t" + $0 } ?? ""
-            print("\(e["account"]?.stringValue ?? "?")\t\(e["provider"]?.stringValue ?? "?")\t\(hash)\t\(exp)\(waiting)")
+            Stdio.out("\(e["account"]?.stringValue ?? "?")\t\(e["provider"]?.stringValue ?? "?")\t\(hash)\t\(exp)\(waiting)")
         }
     }
 }
@@ -163,7 +162,7 @@ let syncConflicts = CLICommand(
                 let when = c["last_seen"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) }
                 // Numbers arrive masked (DDMMYY*****) from vaultd; never in clear.
                 let record = c["record_nin"]?.stringValue ?? "—"
-                print("\(c["member"]?.stringValue ?? "?")\t\(c["source"]?.stringValue ?? "")\tlogin \(c["login_nin"]?.stringValue ?? "?")\trecord \(record)\t\(when.map(isoTime) ?? "")\t×\(c["count"]?.intValue ?? 1)")
+                Stdio.out("\(c["member"]?.stringValue ?? "?")\t\(c["source"]?.stringValue ?? "")\tlogin \(c["login_nin"]?.stringValue ?? "?")\trecord \(record)\t\(when.map(isoTime) ?? "")\t×\(c["count"]?.intValue ?? 1)")
             }
         }
     }

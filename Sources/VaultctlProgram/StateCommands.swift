@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import VaultClient
 import VaultProtocol
 
@@ -13,24 +16,24 @@ let status = CLICommand(
             } else {
                 s.say(LocalizedText(en: "Accounts:", nb: "Kontoer:"))
                 for a in accounts {
-                    print("  \(a["account"]?.stringValue ?? "?") (\(a["provider"]?.stringValue ?? "?")): \(a["name"]?.stringValue ?? "")")
-                    if let waiting = a["waiting"]?.stringValue { print("    \(waiting)") }
+                    Stdio.out("  \(a["account"]?.stringValue ?? "?") (\(a["provider"]?.stringValue ?? "?")): \(a["name"]?.stringValue ?? "")")
+                    if let waiting = a["waiting"]?.stringValue { Stdio.out("    \(waiting)") }
                 }
             }
             s.say(LocalizedText(en: "Unlock methods:", nb: "Opplåsingsmåter:"))
             for f in r["factors"]?.arrayValue ?? [] {
-                print("  \(f["label"]?.stringValue ?? f["factor"]?.stringValue ?? "?")")
+                Stdio.out("  \(f["label"]?.stringValue ?? f["factor"]?.stringValue ?? "?")")
             }
             let providers = r["providers"]?.arrayValue ?? []
             if !providers.isEmpty {
                 s.say(LocalizedText(en: "Login providers:", nb: "Innloggingstjenester:"))
                 for p in providers {
-                    print("  \(p["name"]?.stringValue ?? p["provider"]?.stringValue ?? "?")")
-                    if let note = p["session"]?.stringValue { print("    \(note)") }
+                    Stdio.out("  \(p["name"]?.stringValue ?? p["provider"]?.stringValue ?? "?")")
+                    if let note = p["session"]?.stringValue { Stdio.out("    \(note)") }
                 }
             }
-            if let warning = r["at_rest"]?.stringValue { print(warning) }
-            if let protection = r["protection"]?.stringValue { print(protection) }
+            if let warning = r["at_rest"]?.stringValue { Stdio.out(warning) }
+            if let protection = r["protection"]?.stringValue { Stdio.out(protection) }
         }
     }
 
@@ -38,7 +41,7 @@ let factors = CLICommand(name: "factors", abstract: "List the unlock methods and
                          options: commonOptions + readOptions) { options in
     try reading("factors", options) { _, r in
         for f in r["factors"]?.arrayValue ?? [] {
-            print("\(f["factor"]?.stringValue ?? "?")\t\(f["state"]?.stringValue ?? "?")\t\(f["label"]?.stringValue ?? "")")
+            Stdio.out("\(f["factor"]?.stringValue ?? "?")\t\(f["state"]?.stringValue ?? "?")\t\(f["label"]?.stringValue ?? "")")
         }
     }
 }
@@ -77,7 +80,7 @@ let audit = CLICommand(
             let s = try CtlSession.open(options)
             if options.flag("verify") {
                 let r = try s.call("audit", ["verify": true])
-                if json { print(r.text) }
+                if json { Stdio.out(r.text) }
                 if r["ok"]?.boolValue == true {
                     if !json { s.say(LocalizedText(en: "The audit log is intact.", nb: "Hendelsesloggen er intakt.")) }
                 } else {
@@ -87,14 +90,14 @@ let audit = CLICommand(
                 return
             }
             let r = try s.call("audit", ["limit": .int(limit)])
-            if json { print(r.text); return }
+            if json { Stdio.out(r.text); return }
             for e in r["entries"]?.arrayValue ?? [] {
                 let at = e["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0
                 let factor = e["factor"]?.stringValue.map { " \($0)" } ?? ""
                 let exe = e["exe"]?.stringValue.map { " by \($0)" } ?? ""
                 // Releases and grant decisions name the app (docs/threat-model.md, "Apps and their grants").
                 let app = e["detail"]?["app"]?.stringValue.map { " app \(e["detail"]?["app_kind"]?.stringValue ?? "?"):\($0)" } ?? ""
-                print("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)\(app)")
+                Stdio.out("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)\(app)")
             }
         }
     }
@@ -126,8 +129,12 @@ enum Audit {
     }
 }
 
-import FoundationEssentials
-
+/// `t` (Unix seconds) as ISO 8601 in UTC, e.g. 2026-11-27T08:20:00Z.
 func isoTime(_ t: Double) -> String {
-    Date(timeIntervalSince1970: t).formatted(.iso8601)
+    var seconds = time_t(t.rounded(.down))
+    var parts = tm()
+    guard gmtime_r(&seconds, &parts) != nil else { return String(Int64(t)) }
+    func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
 }

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import VaultClient
 import VaultProtocol
 #if canImport(Glibc)
@@ -9,19 +8,27 @@ import Glibc
 /// a terminal, and from stdin lines otherwise (scripts, tests). Prompts and
 /// messages go to stderr so stdout stays clean for `--json` and tokens.
 struct Terminal {
-    /// The command that opens a URL (nil: only print it).
-    var browser: [String]? = Terminal.defaultBrowser()
+    /// How a login page is opened.
+    enum Browser {
+        /// `$BROWSER`, else `xdg-open` when installed (looked up when a page is opened).
+        case systemDefault
+        /// Only printed (`--no-browser`).
+        case none
+        /// This command (`--browser`).
+        case command([String])
+    }
+    var browser = Browser.systemDefault
     var language: Language = CtlSession.language
 
     var isTTY: Bool { isatty(STDIN_FILENO) == 1 }
 
     /// `$BROWSER`, else `xdg-open` when installed, else none (print only).
     static func defaultBrowser() -> [String]? {
-        if let b = ProcessInfo.processInfo.environment["BROWSER"], !b.isEmpty {
+        if let b = Stdio.environment("BROWSER"), !b.isEmpty {
             return b.split(separator: " ").map(String.init)
         }
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            if FileManager.default.isExecutableFile(atPath: "\(dir)/xdg-open") { return ["\(dir)/xdg-open"] }
+        for dir in (Stdio.environment("PATH") ?? "/usr/bin:/bin").split(separator: ":") {
+            if Stdio.isExecutable("\(dir)/xdg-open") { return ["\(dir)/xdg-open"] }
         }
         return nil
     }
@@ -41,7 +48,13 @@ struct Terminal {
 
     /// Starts the browser on `url` without waiting for it; false if it could not start.
     func open(_ url: String) -> Bool {
-        guard let browser, !browser.isEmpty else { return false }
+        let command: [String]?
+        switch browser {
+        case .systemDefault: command = Terminal.defaultBrowser()
+        case .none: command = nil
+        case .command(let c): command = c
+        }
+        guard let browser = command, !browser.isEmpty else { return false }
         return Stdio.spawnDetached(browser + [url])
     }
 

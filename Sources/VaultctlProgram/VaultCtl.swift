@@ -42,13 +42,13 @@ enum VaultCtl {
             case .run(let command, let invocation):
                 try command.run?(invocation)
             case .help(let chain):
-                print(CLICommand.help(chain), terminator: "")
+                Stdio.out(CLICommand.help(chain), terminator: "")
             case .version:
-                print(SessionVaultVersion.string)
+                Stdio.out(SessionVaultVersion.string)
             case .completion(let shell):
-                print(vaultctl.completionScript(shell), terminator: "")
+                Stdio.out(vaultctl.completionScript(shell), terminator: "")
             case .manual(let date):
-                print(vaultctl.manual(date: date), terminator: "")
+                Stdio.out(vaultctl.manual(date: date), terminator: "")
             }
         } catch let usage as CLIUsageError {
             Stdio.error("vaultctl: \(usage.text.text(language))\n")

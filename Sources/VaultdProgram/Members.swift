@@ -3,7 +3,6 @@ import DemoProviders
 import FoundationEssentials
 import Logging
 import MemberSync
-import ServiceLifecycle
 import Locking
 import VaultCore
 import VaultFactor
@@ -99,19 +98,13 @@ final class AuditForwarder: Sendable {
     }
 }
 
-/// Retries queued member-sync work with backoff (the queue is in the store,
-/// so it survives restarts).
-struct MemberSyncService: Service {
-    let sync: MemberSync
-
-    func run() async throws {
-        while !Task.isShuttingDownGracefully {
+extension VaultDaemon {
+    /// Retries queued member-sync work with backoff (the queue is in the store,
+    /// so it survives restarts), until cancelled.
+    static func retryMemberSync(_ sync: MemberSync) async {
+        while !Task.isCancelled {
             _ = await sync.runDue()
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(30)) }
-            } catch {
-                return
-            }
+            do { try await Task.sleep(for: .seconds(30)) } catch { return }
         }
     }
 }

@@ -18,7 +18,6 @@ import ExternalFactor
 import FingerprintFactor
 import PINFactor
 import SecurityChip
-import ServiceLifecycle
 import VaultCore
 import VaultFactor
 import VaultProtocol
@@ -232,18 +231,22 @@ struct VaultDaemon: AsyncParsableCommand {
                                      maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections),
                                  openableOrigins: { await directory.authorizationOrigins() },
                                  prompterFactory: Self.pinentryPrompts(prompter, configured: file.pinentry, logger: logger))
-        // The socket is bound inside the service group, so SIGTERM/SIGINT are
-        // already handled gracefully from the moment a client can connect.
-        let services: [any Service] = [
-            ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated,
-                            closeDialogs: { prompter.closeAll() }),
-            IdleLockService(vault: vault, idleTimeout: vaultConfig.idleTimeout),
-        ] + (memberSync.map { [MemberSyncService(sync: $0)] } ?? [])
-        let serviceGroup = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        try await serviceGroup.run()
+        // SIGTERM/SIGINT are caught before the socket is bound, so a stop is
+        // graceful from the moment a client can connect.
+        let shutdown = Shutdown(on: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")])
+        shutdown.onRequest { signal in logger.notice("stopping", metadata: ["signal": "\(signal)"]) }
+        // The loops beside the listener stop when the stop is asked for, as it
+        // begins; the listener then stops in its order (ListenerService.run).
+        var loops = [Task { await Self.lockWhenIdle(vault, idleTimeout: vaultConfig.idleTimeout) }]
+        if let memberSync { loops.append(Task { await Self.retryMemberSync(memberSync) }) }
+        let running = loops
+        shutdown.onRequest { _ in for loop in running { loop.cancel() } }
+        await ListenerService(server: server, vault: vault, logger: logger, language: language, activatedFD: activated,
+                              closeDialogs: { prompter.closeAll() }).run(until: shutdown)
+        for loop in loops {
+            loop.cancel()
+            await loop.value
+        }
         try? await demoProviders?.shutdown()
         // AsyncHTTPClient traps in deinit unless shut down first.
         await http.shutdown()
@@ -346,7 +349,7 @@ struct VaultDaemon: AsyncParsableCommand {
 
 /// Binds the socket, serves until shutdown, then closes the listener, wipes the
 /// vault key, closes client connections and removes the socket file.
-struct ListenerService: Service {
+struct ListenerService {
     let server: VaultServer
     let vault: Vault
     let logger: Logger
@@ -358,7 +361,7 @@ struct ListenerService: Service {
     /// How long SIGTERM waits for refreshes in flight (systemd's stop timeout is 90 s).
     static let refreshBound = Duration.seconds(5)
 
-    func run() async throws {
+    func run(until shutdown: Shutdown) async {
         let listener: Listener
         do {
             listener = try await server.start(activatedFD: activatedFD)
@@ -369,11 +372,10 @@ struct ListenerService: Service {
         logger.notice("vaultd ready", metadata: ["socket": "\(server.socketPath)", "locked": "\(locked)",
                                                 "activated": "\(activatedFD != nil)"])
         Systemd.notify("READY=1\nSTATUS=Serving \(server.socketPath)")
-        try await withGracefulShutdownHandler {
-            try await listener.closed.get()
-        } onGracefulShutdown: {
-            listener.close()
-        }
+        shutdown.onRequest { _ in listener.close() }
+        // Closed by the stop, or by an error on the listening socket: either
+        // way the rest of this stops vaultd in order.
+        try? await listener.closed.get()
         Systemd.notify("STOPPING=1")
         // First, so that requests waiting on a dialog end now (as cancelled), not at their timeout.
         closeDialogs()
@@ -393,23 +395,13 @@ struct ListenerService: Service {
     }
 }
 
-/// Locks the vault after the configured idle time.
-struct IdleLockService: Service {
-    let vault: Vault
-    let idleTimeout: Int
-
-    func run() async throws {
-        guard idleTimeout > 0 else {
-            try? await gracefulShutdown()
-            return
-        }
+extension VaultDaemon {
+    /// Locks the vault after the configured idle time, until cancelled.
+    static func lockWhenIdle(_ vault: Vault, idleTimeout: Int) async {
+        guard idleTimeout > 0 else { return }
         let tick = Duration.seconds(max(1, min(idleTimeout / 10, 5)))
-        while !Task.isShuttingDownGracefully {
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: tick) }
-            } catch {
-                return
-            }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: tick) } catch { return }
             await vault.lockIfIdle()
         }
     }

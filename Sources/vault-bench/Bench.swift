@@ -223,12 +223,13 @@ func helloConnection(_ socket: String) throws -> VaultConnection {
     return c
 }
 
-/// One whole release as an app that connects per request does it: connect,
-/// `hello`, `session`, the answer, close.
-func releaseOnce(_ socket: String, frame: [UInt8]) throws {
-    let c = try helloConnection(socket)
-    try c.send(frame)
-    _ = try c.readLine()
+/// One whole release as an app that connects per request does it, the way
+/// vaultctl and the clients do it (`VaultConnection.greet`): connect, `hello`
+/// and `session` in one write, both answers read and parsed, close.
+func releaseOnce(_ socket: String, account: String) throws {
+    let c = try VaultConnection(socketPath: socket)
+    c.greet(client: "vault-bench", language: .en, interactive: false)
+    _ = try c.call("session", ["account": .string(account)])
 }
 
 func measurePersistent(_ socket: String, frame: [UInt8], count: Int) throws -> Latency {
@@ -246,10 +247,9 @@ func measurePersistent(_ socket: String, frame: [UInt8], count: Int) throws -> L
 
 func measureConnectPerRequest(_ socket: String, account: String, count: Int) throws -> Latency {
     var h = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
-    let frame = sessionRequest(account)
     for _ in 0..<count {
         let t0 = DispatchTime.now().uptimeNanoseconds
-        try releaseOnce(socket, frame: frame)
+        try releaseOnce(socket, account: account)
         _ = h.record(DispatchTime.now().uptimeNanoseconds - t0)
     }
     return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))

@@ -53,17 +53,19 @@ final class EchoFloor: Sendable {
                 return   // closed by stop()
             }
             var pending: [UInt8] = []
-            reading: while true {
+            while true {
                 let n = chunk.withUnsafeMutableBytes { recv(conn, $0.baseAddress, $0.count, 0) }
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else { break }
                 pending.append(contentsOf: chunk[0..<n])
+                // Every line this read completed, answered in one write (as
+                // vaultd flushes once per read).
+                var answers: [UInt8] = []
                 while let nl = pending.firstIndex(of: 0x0A) {
-                    let line = pending[..<nl]
-                    let answer = contains(line, hello) ? helloAnswer : sessionAnswer
+                    answers += contains(pending[..<nl], hello) ? helloAnswer : sessionAnswer
                     pending.removeSubrange(...nl)
-                    guard writeAll(conn, answer) else { break reading }
                 }
+                guard answers.isEmpty || writeAll(conn, answers) else { break }
             }
             close(conn)
         }
@@ -96,12 +98,13 @@ final class EchoFloor: Sendable {
         try? FileManager.default.removeItem(atPath: dir)
     }
 
-    /// The answers vaultd gives a `hello` and a release of `account`, as bytes.
+    /// The answers vaultd gives a `hello` and a release of `account`, as bytes,
+    /// with the ids a `VaultConnection` gives them after `greet` (1 and 2).
     static func capture(_ socket: String, account: String) throws -> (hello: [UInt8], session: [UInt8]) {
         let c = try VaultConnection(socketPath: socket)
         try c.send(Request(id: 1, op: "hello", fields: ["client": "vault-bench", "lang": "en", "interactive": false]).encoded())
         let hello = try c.readLine()
-        try c.send(sessionRequest(account))
+        try c.send(Request(id: 2, op: "session", fields: ["account": .string(account)]).encoded())
         return (hello, try c.readLine())
     }
 }

@@ -225,18 +225,11 @@ private func socketFile(_ path: String) -> [UInt64]? {
 
 /// A non-blocking listening socket at `path`: the impostor.
 private func listeningSocket(at path: String) throws -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
-    guard fd >= 0 else { throw IntegrationError("socket: errno \(errno)") }
-    var addr = sockaddr_un()
-    addr.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-    let bound = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard bound == 0, listen(fd, 16) == 0 else {
+    let fd = try boundUnixSocket(at: path, kind: Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue))
+    guard listen(fd, 16) == 0 else {
         let code = errno
         close(fd)
-        throw IntegrationError("impostor bind/listen at \(path): errno \(code)")
+        throw IntegrationError("impostor listen at \(path): errno \(code)")
     }
     return fd
 }

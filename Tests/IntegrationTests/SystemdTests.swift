@@ -25,16 +25,8 @@ final class SystemdTests: VaultdTestCase {
     func testReadyAndStoppingAreNotified() throws {
         let v = try makeVaultd()
         let path = v.root + "/notify.sock"
-        let fd = socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue), 0)
-        XCTAssertGreaterThanOrEqual(fd, 0)
+        let fd = try boundUnixSocket(at: path, kind: Int32(SOCK_DGRAM.rawValue))
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        XCTAssertEqual(bound, 0)
         func receive() -> String? {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&pfd, 1, 10_000) > 0 else { return nil }

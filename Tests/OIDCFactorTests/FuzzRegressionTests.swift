@@ -24,7 +24,7 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(files.count, 1)
         let signers = [try await TestSigner.es256(kid: "es"), try await TestSigner.rs256(kid: "rs"),
                        try await TestSigner.edDSA(kid: "ed")]
-        let fixedKeys = try await IDTokenCheck.Keys.parse(jwksBody(signers.map(\.jwk)),
+        let fixedKeys = try IDTokenCheck.Keys.parse(jwksBody(signers.map(\.jwk)),
                                                           allowed: Set(SigningAlgorithm.allCases))
         for f in files.sorted() {
             let input = Array(try Data(contentsOf: dir.appendingPathComponent(f)))
@@ -34,7 +34,7 @@ final class FuzzRegressionTests: XCTestCase {
             let first = Array(rest[..<nul]), second = nul < rest.endIndex ? Array(rest[(nul + 1)...]) : []
             switch mode {
             case UInt8(ascii: "J"):
-                guard let keys = try? await IDTokenCheck.Keys.parse(first, allowed: Set(SigningAlgorithm.allCases)) else {
+                guard let keys = try? IDTokenCheck.Keys.parse(first, allowed: Set(SigningAlgorithm.allCases)) else {
                     continue
                 }
                 _ = try? verify(String(decoding: second, as: UTF8.self), keys)
@@ -61,7 +61,7 @@ final class FuzzRegressionTests: XCTestCase {
         let corpus = fuzz.appendingPathComponent("corpus/jwt")
         let seeds = try FileManager.default.contentsOfDirectory(atPath: corpus.path).filter { $0.hasPrefix("t-valid-") }
         XCTAssertEqual(seeds.count, 4)
-        let keys = try await IDTokenCheck.Keys.parse(jwks, allowed: Set(SigningAlgorithm.allCases))
+        let keys = try IDTokenCheck.Keys.parse(jwks, allowed: Set(SigningAlgorithm.allCases))
         XCTAssertEqual(keys.usable, 4)
         for seed in seeds {
             let token = String(decoding: try Data(contentsOf: corpus.appendingPathComponent(seed)).dropFirst(), as: UTF8.self)
@@ -72,7 +72,7 @@ final class FuzzRegressionTests: XCTestCase {
     /// The first finding: `exp` near Int64.max made `exp + clockSkew` trap.
     func testExtremeNumericDatesAreJudgedNotTrapped() async throws {
         let signer = try await TestSigner.es256(kid: "es")
-        let keys = try await IDTokenCheck.Keys.parse(jwksBody([signer.jwk]), allowed: [.es256])
+        let keys = try IDTokenCheck.Keys.parse(jwksBody([signer.jwk]), allowed: [.es256])
         func claims(_ change: (inout [String: JSON]) -> Void) -> [String: JSON] {
             var c: [String: JSON] = ["iss": "https://issuer.example", "sub": "person-1", "aud": "fuzz-client",
                                      "exp": .int(now + 300), "iat": .int(now), "nonce": "fuzz-nonce"]

@@ -15,7 +15,7 @@ final class FakeKeySource: KeySource {
 
     static func from(_ jwks: [[String: JSON]]..., allowed: Set<SigningAlgorithm>) async throws -> FakeKeySource {
         var sets: [KeySet] = []
-        for keys in jwks { sets.append(try await KeySet.parse(jwksBody(keys), allowed: allowed)) }
+        for keys in jwks { sets.append(try KeySet.parse(jwksBody(keys), allowed: allowed)) }
         return FakeKeySource(sets)
     }
 
@@ -203,7 +203,7 @@ final class IDTokenTests: XCTestCase {
     func testKeysWithoutAlg() async throws {
         let rsa = try await TestSigner.rs256(kid: "rsa-no-alg")
         // An RSA key without alg for a profile that allows only ES256 is never used.
-        let esOnly = try await KeySet.parse(jwksBody([rsa.jwkWithoutAlg]), allowed: [.es256])
+        let esOnly = try KeySet.parse(jwksBody([rsa.jwkWithoutAlg]), allowed: [.es256])
         XCTAssertEqual(esOnly.keys.count, 0)
         XCTAssertEqual(esOnly.skipped, 1)
         let keys = FakeKeySource([esOnly])
@@ -213,7 +213,7 @@ final class IDTokenTests: XCTestCase {
 
         // For an RS256 profile the key gets RS256 from the profile before jwt-kit sees it,
         // so a junk token first cannot poison it for later valid tokens.
-        let rsOnly = FakeKeySource([try await KeySet.parse(jwksBody([rsa.jwkWithoutAlg]), allowed: [.rs256])])
+        let rsOnly = FakeKeySource([try KeySet.parse(jwksBody([rsa.jwkWithoutAlg]), allowed: [.rs256])])
         var junk = claims(rsa)
         junk["sub"] = "junk"
         let junkToken = try rsa.sign(junk, header: ["alg": "RS256", "kid": "rsa-no-alg"]).dropLast(4) + "AAAA"
@@ -286,9 +286,57 @@ final class IDTokenTests: XCTestCase {
         var wrongCurve = es.jwk
         wrongCurve["crv"] = "P-384"
         wrongCurve["kid"] = "p384"
-        let set = try await KeySet.parse(jwksBody([es.jwk, encryption, withPrivate, hmac, wrongCurve]),
+        let set = try KeySet.parse(jwksBody([es.jwk, encryption, withPrivate, hmac, wrongCurve]),
                                          allowed: [.es256, .rs256])
         XCTAssertEqual(set.keys.map(\.kid), ["es"])
+        XCTAssertEqual(set.skipped, 4)
+    }
+
+    /// The signature arithmetic itself (SignatureKey, over swift-crypto): for
+    /// each algorithm a flipped signature bit, a signature cut short, and
+    /// another key's signature under this kid are all refused.
+    func testEachAlgorithmRefusesATamperedOrForeignSignature() async throws {
+        let pairs: [(TestSigner, TestSigner, SigningAlgorithm)] = [
+            (try await .es256(kid: "k"), try await .es256(kid: "k"), .es256),
+            (try await .rs256(kid: "k"), try await .rs256(kid: "k", fresh: true), .rs256),
+            (try await .edDSA(kid: "k"), try await .edDSA(kid: "k"), .edDSA),
+        ]
+        for (signer, other, alg) in pairs {
+            let keys = try await FakeKeySource.from([signer.jwk], allowed: [alg])
+            let token = try signer.sign(claims(signer))
+            let good = await check(token, keys: keys)
+            XCTAssertNil(good, "\(alg): the signer's own token")
+            var parts = token.split(separator: ".").map(String.init)
+            var signature = try XCTUnwrap(Base64URL.decode(parts[2]))
+            signature[signature.count / 2] ^= 0x01
+            parts[2] = Base64URL.encode(signature)
+            let flipped = await check(parts.joined(separator: "."), keys: keys)
+            XCTAssertEqual(flipped, "bad signature", "\(alg): a flipped bit")
+            parts[2] = Base64URL.encode(Array(signature.dropLast()))
+            let short = await check(parts.joined(separator: "."), keys: keys)
+            XCTAssertEqual(short, "bad signature", "\(alg): a signature one byte short")
+            let foreign = await check(try other.sign(claims(signer)), keys: keys)
+            XCTAssertEqual(foreign, "bad signature", "\(alg): another key's signature")
+        }
+    }
+
+    /// JWKs whose members make no key of their algorithm are skipped, not
+    /// trusted: an RSA modulus under 2,048 bits, P-256 coordinates of the wrong
+    /// length or off the curve, an Ed25519 key of the wrong length.
+    func testJWKsThatMakeNoKeyAreSkipped() throws {
+        let rsa1024: [String: JSON] = ["kty": "RSA", "alg": "RS256", "kid": "rsa1024",
+                                       "n": .string(Base64URL.encode([0xC3] + [UInt8](repeating: 0x5A, count: 126) + [0x01])),
+                                       "e": "AQAB"]
+        let shortX: [String: JSON] = ["kty": "EC", "crv": "P-256", "alg": "ES256", "kid": "shortx",
+                                      "x": .string(Base64URL.encode([UInt8](repeating: 1, count: 31))),
+                                      "y": .string(Base64URL.encode([UInt8](repeating: 2, count: 32)))]
+        let offCurve: [String: JSON] = ["kty": "EC", "crv": "P-256", "alg": "ES256", "kid": "offcurve",
+                                        "x": .string(Base64URL.encode([UInt8](repeating: 1, count: 32))),
+                                        "y": .string(Base64URL.encode([UInt8](repeating: 2, count: 32)))]
+        let shortEd: [String: JSON] = ["kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "kid": "shorted",
+                                       "x": .string(Base64URL.encode([UInt8](repeating: 7, count: 31)))]
+        let set = try KeySet.parse(jwksBody([rsa1024, shortX, offCurve, shortEd]), allowed: Set(SigningAlgorithm.allCases))
+        XCTAssertEqual(set.keys.map(\.kid), [])
         XCTAssertEqual(set.skipped, 4)
     }
 }

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import CryptoExtras
 import Foundation
 import JWTKit
 import NIOCore
@@ -66,8 +67,10 @@ struct TestSigner: Sendable {
                           publicPEM: key.publicKey.pemRepresentation)
     }
 
-    static func rs256(kid: String = "rs-1") async throws -> TestSigner {
-        let key = try Insecure.RSA.PrivateKey(pem: testRSAPrivateKeyPEM)
+    /// The fixed test key, or with `fresh` a new RSA-2048 one.
+    static func rs256(kid: String = "rs-1", fresh: Bool = false) async throws -> TestSigner {
+        let key = fresh ? try Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
+                        : try Insecure.RSA.PrivateKey(pem: testRSAPrivateKeyPEM)
         let primitives = try key.publicKey.getKeyPrimitives()
         let collection = JWTKeyCollection()
         await collection.add(rsa: key, digestAlgorithm: .sha256, kid: JWKIdentifier(string: kid))

@@ -237,3 +237,22 @@ extension JSON {
     var errorCode: String? { self["error"]?["code"]?.stringValue }
     var errorMessage: String? { self["error"]?["message"]?.stringValue }
 }
+
+/// A Unix socket of `kind` (SOCK_STREAM, SOCK_DGRAM; flags may be or-ed in)
+/// bound at `path`: a test's own server, impostor or notify socket.
+func boundUnixSocket(at path: String, kind: Int32) throws -> Int32 {
+    let fd = socket(AF_UNIX, kind | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw IntegrationError("socket: errno \(errno)") }
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+    let bound = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard bound == 0 else {
+        let code = errno
+        close(fd)
+        throw IntegrationError("bind at \(path): errno \(code)")
+    }
+    return fd
+}
