@@ -44,14 +44,24 @@ extension Vault {
         guard let id else {
             guard conversation.isInteractive else { throw .badRequest(Messages.loginNeedsProvider) }
             guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
-            let choice: ProviderChoice
-            do {
-                choice = try await conversation.chooseProvider(providers.loginProviders, toContinue: false)
-            } catch {
-                throw failure(from: error)
+            // A login cancelled on the way (the browser's wait, or in the
+            // browser) says so — “BankID login was cancelled” — and offers the
+            // choice again; Cancel there ends it.
+            var saying: LocalizedText?
+            while true {
+                let choice: ProviderChoice
+                do {
+                    choice = try await conversation.chooseProvider(providers.loginProviders, toContinue: false, saying: saying)
+                } catch {
+                    throw failure(from: error)
+                }
+                guard case .provider(let chosen) = choice else { throw VaultFailure(.cancelled) }
+                do {
+                    return try await login(provider: chosen.id, conversation: conversation)
+                } catch where error.code == .cancelled {
+                    saying = error.message
+                }
             }
-            guard case .provider(let chosen) = choice else { throw VaultFailure(.cancelled) }
-            return try await login(provider: chosen.id, conversation: conversation)
         }
         guard let provider = providers.loginProviders.first(where: { $0.id == id }) else {
             throw .badRequest(Messages.unknownProvider(id, known: providers.loginProviders.map(\.id)))

@@ -310,8 +310,10 @@ final class DesktopPromptTests: VaultdTestCase {
     /// SessionVault's own dialog (clients/dialog/sessionvault-pinentry) is held to more:
     /// its PIN field named, focus in it, the PIN pasted, Alt+C for Cancel; and the
     /// app-grant dialog walked with the keyboard alone (named choices, focus on
-    /// Allow, Alt+O for "Only this time", Alt+D for "Deny"), and a yes/no question
-    /// (Start over) answered No with Alt+N.
+    /// Allow, Alt+O for "Only this time", Alt+D for "Deny"), a yes/no question
+    /// (Start over) answered No with Alt+N, and a first login on the demo providers
+    /// (the choice of provider, Enter for the first, the browser's wait with Cancel
+    /// focused, Alt+C: "… login was cancelled" and the choice again, Escape).
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -342,7 +344,11 @@ final class DesktopPromptTests: VaultdTestCase {
                               "grant: its three choices are named buttons", "grant: focus starts on Allow",
                               "grant: alt+o answered", "grant: alt+d answered", "grant: neither answer left a standing grant",
                               "confirm: its choices are named buttons", "confirm: alt+n answered No",
-                              "confirm: after No, Kari's session is still there"] {
+                              "confirm: after No, Kari's session is still there",
+                              "login: each provider is a named button", "login: focus starts on the first provider",
+                              "login: Enter chose Demo BankID", "login: the wait's one button, Cancel, is named and focused",
+                              "login: Alt+C ended the wait at once", "login: and offers the providers again",
+                              "login: Escape on the choice cancels the login"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

@@ -54,6 +54,31 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(asked.offeredChoices, [])
     }
 
+    /// A login cancelled on the way (the browser's wait, or in the browser)
+    /// says so in the seeds' words and offers the choice again (seed 003);
+    /// the next choice logs in, and Cancel there ends it as `cancelled`.
+    func testACancelledLoginSaysSoAndOffersTheChoiceAgain() async throws {
+        let bankid = FakeIdentityProvider()
+        let vipps = FakeIdentityProvider(id: "vipps", name: "Vipps")
+        bankid.set { $0.loginError = VaultFailure(.cancelled, message: Messages.loginCancelled(provider: "BankID")) }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid, vipps]))
+        let client = ScriptedClient(choices: ["bankid", "vipps"])
+        let s = try await vault.login(provider: nil, conversation: client)
+        XCTAssertEqual(s.meta.provider, "vipps")
+        XCTAssertEqual(client.offeredChoices, [["bankid", "vipps", "cancel"], ["bankid", "vipps", "cancel"]])
+        XCTAssertEqual(client.choicePrompts.last, "BankID login was cancelled", "\(client.choicePrompts)")
+        let gaveUp = ScriptedClient(choices: ["bankid", "cancel"])
+        let cancelled = await failure { _ = try await vault.login(provider: nil, conversation: gaveUp) }
+        XCTAssertEqual(cancelled?.code, .cancelled)
+        XCTAssertEqual(gaveUp.offeredChoices.count, 2)
+        // Another failure is not a cancel: it ends the login as it was.
+        bankid.set { $0.loginError = VaultFailure(.providerUnavailable) }
+        let unavailable = ScriptedClient(choices: ["bankid", "vipps"])
+        let down = await failure { _ = try await vault.login(provider: nil, conversation: unavailable) }
+        XCTAssertEqual(down?.code, .providerUnavailable)
+        XCTAssertEqual(unavailable.offeredChoices.count, 1)
+    }
+
     /// With a PIN enrolled a login proves who the person is, not a secret: it
     /// gives a working session at once but never the vault key (docs/key-hierarchy.md).
     func testSameIdentityGetsAFreshSessionButNotTheVaultKeyAnotherIsRefused() async throws {
