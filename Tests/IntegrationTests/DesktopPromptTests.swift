@@ -281,7 +281,7 @@ final class DesktopPromptTests: VaultdTestCase {
         let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
         let dialog = try runA11yScript("dialog_a11y.py", probe: gtk4, missing: missing,
-                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "PINENTRY": own],
+                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
                                        timeout: 240, display: wayland)
         XCTAssertEqual(dialog.exit, 0, "out:\n\(dialog.out)\nerr:\n\(dialog.err)")
         XCTAssertTrue(dialog.out.contains("a11y: 0 failed"), dialog.out)
@@ -313,7 +313,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// Allow, Alt+O for "Only this time", Alt+D for "Deny"), a yes/no question
     /// (Start over) answered No with Alt+N, and a first login on the demo providers
     /// (the choice of provider, Enter for the first, the browser's wait with Cancel
-    /// focused, Alt+C: "… login was cancelled" and the choice again, Escape).
+    /// focused, Alt+C: "… login was cancelled" and the choice again, Escape), then a
+    /// login done in a scripted browser and the offer of fingerprint login after it
+    /// (Turn on focused, Alt+N for Not now, the app served, the fingerprint left off).
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -330,7 +332,7 @@ final class DesktopPromptTests: VaultdTestCase {
         for pinentry in flavours {
             let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
                                    env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
-                                                          "PINENTRY": pinentry]),
+                                                          "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": pinentry]),
                                    timeout: 240)
             XCTAssertEqual(r.exit, 0, "\(pinentry) out:\n\(r.out)\nerr:\n\(r.err)")
             XCTAssertTrue(r.out.contains("a11y: 0 failed"), "\(pinentry): \(r.out)")
@@ -348,7 +350,9 @@ final class DesktopPromptTests: VaultdTestCase {
                               "login: each provider is a named button", "login: focus starts on the first provider",
                               "login: Enter chose Demo BankID", "login: the wait's one button, Cancel, is named and focused",
                               "login: Alt+C ended the wait at once", "login: and offers the providers again",
-                              "login: Escape on the choice cancels the login"] {
+                              "login: Escape on the choice cancels the login",
+                              "offer: its answers are named buttons", "offer: focus starts on Turn on",
+                              "offer: Alt+N answered Not now and the app has its session", "offer: fingerprint login stays off"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

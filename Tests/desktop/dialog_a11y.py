@@ -3,7 +3,7 @@
 
 Run inside a private session bus on an X display (DesktopPromptTests does):
     dbus-run-session -- /usr/bin/python3 dialog_a11y.py
-with DISPLAY, VAULTD and VAULTCTL set, and PINENTRY (default pinentry-gtk-2).
+with DISPLAY, VAULTD, VAULTCTL and VAULT_FPSTUB set, and PINENTRY (default pinentry-gtk-2).
 
 Starts the accessibility bus, a vaultd whose dialogs use PINENTRY, a locked
 vault; an app asks for its session with prompter="vault" (lang en, then nb);
@@ -129,13 +129,32 @@ def walk_login(work, config, env):
     choice of provider (named buttons, focus on the first, Enter takes it), the
     browser wait (its one button, Cancel, named and focused; Alt+C ends the wait
     at once, saying the login was cancelled, and the choice comes back), then
-    Escape on the choice: the app hears `cancelled`, nothing is stored."""
+    Escape on the choice: the app hears `cancelled`, nothing is stored.
+    Then the login done in a scripted browser, and the offer of fingerprint
+    login that follows it (the stub reader, a finger enrolled): its two answers
+    named, focus on Turn on, Alt+N for Not now, and the app has its session."""
     socket_path = os.path.join(work, "run-demo", "vault.sock")
-    # No browser here: the login page is left unopened (xdg-open is not on PATH),
-    # as when the person closed the browser's tab.
-    demo_env = dict(env, PATH="/usr/bin:/bin", BROWSER="")
+    # vaultd opens the login page with the xdg-open on its PATH: this one plays the
+    # person in the browser (scripts/demo-browser) once `browser-on` exists, and
+    # before that leaves the page unopened, as when the person closed the tab.
+    bin_dir = os.path.join(work, "bin")
+    os.makedirs(bin_dir)
+    browser_on = os.path.join(work, "browser-on")
+    demo_browser = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "demo-browser")
+    with open(os.path.join(bin_dir, "xdg-open"), "w") as f:
+        f.write('#!/bin/sh\n[ -e %s ] && exec /usr/bin/python3 %s "$1" 2>/dev/null\nexit 0\n' % (browser_on, demo_browser))
+    os.chmod(os.path.join(bin_dir, "xdg-open"), 0o755)
+    demo_env = dict(env, PATH=bin_dir + ":/usr/bin:/bin", BROWSER="")
+    stub_state = os.path.join(work, "fpstub.json")
+    demo_config = os.path.join(work, "demo.toml")
+    with open(config) as f, open(demo_config, "w") as out:
+        out.write(f.read().replace("[pin]", '[fingerprint]\nreader = "stub"\nstub_state = "%s"\n[pin]' % stub_state))
+    fpstub = [os.environ["VAULT_FPSTUB"], "--state", stub_state]
+    for step in (["plug"], ["enroll-finger", "right-index-finger"]):
+        r = subprocess.run(fpstub + step, capture_output=True, text=True, env=env)
+        check(r.returncode == 0, "login: the stub reader %s (%s)" % (step[0], r.stderr.strip()))
     log = open(os.path.join(work, "vaultd-demo.log"), "w")
-    vaultd = start_vaultd(["--demo"], os.path.join(work, "data-demo"), socket_path, config, demo_env, log)
+    vaultd = start_vaultd(["--demo"], os.path.join(work, "data-demo"), socket_path, demo_config, demo_env, log)
     try:
         t, result = in_background(socket_path, "aktivitetslogg", "login")
         nodes = dialog_tree("Log in with")
@@ -159,6 +178,22 @@ def walk_login(work, config, env):
         subprocess.run(["xdotool", "key", "Escape"])
         t.join(40)
         check(result.get("error") == "cancelled", "login: Escape on the choice cancels the login (%r)" % result)
+
+        open(browser_on, "w").close()
+        t, result = in_background(socket_path, "aktivitetslogg", "login", provider="bankid")
+        nodes = dialog_tree("Turn on", timeout=30)
+        check(nodes is not None, "offer: after the login, the offer of fingerprint login is in the accessible tree")
+        names, focused = choices(nodes)
+        print("OFFER %r focused=%r" % (names, focused), flush=True)
+        check("Turn on" in names and "Not now" in names, "offer: its answers are named buttons (%r)" % names)
+        check(focused == ["Turn on"], "offer: focus starts on Turn on (%r)" % focused)
+        subprocess.run(["xdotool", "key", "alt+n"])
+        t.join(40)
+        check(result.get("result", {}).get("account") is not None, "offer: Alt+N answered Not now and the app has its session (%r)"
+              % {k: v for k, v in result.items() if k != "result"})
+        factors = subprocess.run([os.environ["VAULTCTL"], "factors", "--json"], capture_output=True, text=True,
+                                 env=dict(env, SESSIONVAULT_SOCKET=socket_path)).stdout
+        check('"fingerprint"' in factors and '"enabled"' not in factors, "offer: fingerprint login stays off (%s)" % factors.strip())
     finally:
         vaultd.terminate()
         vaultd.wait(10)
