@@ -19,6 +19,14 @@ public struct DemoIdentity: Sendable, Equatable, CustomStringConvertible {
     public let organization: String
     /// Roles in the organisation (the `roles` claim): `peer_mentor`, `coordinator`, …
     public let roles: [String]
+    /// The member registry's other organisations for this person, with the roles
+    /// in each (a member of several is asked which one to use after a login).
+    public let otherMemberships: [Membership]
+
+    public struct Membership: Sendable, Equatable {
+        public let organization: String
+        public let roles: [String]
+    }
 
     public var name: String { "\(givenName) \(familyName)" }
 
@@ -26,7 +34,8 @@ public struct DemoIdentity: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "DemoIdentity(\(id), \(name), \(organization))" }
 
     public init(id: String, givenName: String, familyName: String, birthdate: String, nationalID: String,
-                phoneNumber: String, email: String, organization: String, roles: [String]) {
+                phoneNumber: String, email: String, organization: String, roles: [String],
+                otherMemberships: [Membership] = []) {
         self.id = id
         self.givenName = givenName
         self.familyName = familyName
@@ -36,6 +45,7 @@ public struct DemoIdentity: Sendable, Equatable, CustomStringConvertible {
         self.email = email
         self.organization = organization
         self.roles = roles
+        self.otherMemberships = otherMemberships
     }
 
     /// The built-in test people, in the order the login page offers them.
@@ -45,7 +55,8 @@ public struct DemoIdentity: Sendable, Equatable, CustomStringConvertible {
                      organization: "Mentorhuset Oslo", roles: ["peer_mentor"]),
         DemoIdentity(id: "ola", givenName: "Ola", familyName: "Nordmann", birthdate: "1990-12-01",
                      nationalID: "01929023583", phoneNumber: "4798765432", email: "ola.nordmann@example.test",
-                     organization: "Likepersonsnettverket Bergen", roles: ["coordinator"]),
+                     organization: "Likepersonsnettverket Bergen", roles: ["coordinator"],
+                     otherMemberships: [Membership(organization: "Mentorhuset Oslo", roles: ["peer_mentor"])]),
         DemoIdentity(id: "per", givenName: "Per", familyName: "Hansen", birthdate: "1968-07-24",
                      nationalID: "24876834525", phoneNumber: "4795551234", email: "per.hansen@example.test",
                      organization: "Mentorhuset Tromsø", roles: ["peer_mentor", "coordinator"]),

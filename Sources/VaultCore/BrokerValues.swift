@@ -134,6 +134,11 @@ extension Vault {
         /// Its secrets are sealed under the vault key, which is not open now:
         /// `waiting` says, in words, what opens it.
         public var waiting: LocalizedText?
+        /// The member registry's organizations for the person behind it, as
+        /// (id, name), and the active one's id: what the settings app offers
+        /// to change (nothing secret: the session's own `orgs` and `org` claims).
+        public var organizations: [(id: String, name: String)] = []
+        public var activeOrganization: String?
     }
 
     public struct LogoutResult: Sendable {

@@ -70,7 +70,8 @@ extension Vault {
             throw .badRequest(Messages.loginNeedsPerson(id))
         }
         let login = try await runLogin(provider, conversation)
-        let released = try await adopt(login, from: provider, conversation: conversation)
+        let adopted = try await adopt(login, from: provider, conversation: conversation)
+        let released = await chooseOrganizationIfNeeded(adopted, conversation: conversation)
         // Served: only now does the idle timer start again. The app is handed
         // a session: audited as every release is.
         served(released, requester: conversation.requester)
@@ -232,6 +233,35 @@ extension Vault {
     }
 
     public nonisolated func memberConflicts() async -> [JSON] { await members.conflicts() }
+
+    /// A member of several organizations who has not chosen one is asked which,
+    /// once, right after the login (seed 001's home for a role): the choice is
+    /// remembered (`setActiveOrganization`) and every session of that login
+    /// carries it. Cancel, or a client that cannot be asked, leaves none active
+    /// — the session still goes to the app, with `orgs` to offer the choice
+    /// itself — and the question comes again at the next login.
+    func chooseOrganizationIfNeeded(_ released: ReleasedSession, conversation: any ClientConversation) async -> ReleasedSession {
+        // Active: `org` names one of `orgs` (a provider's own `org` claim does not count).
+        guard conversation.isInteractive, let orgs = released.meta.claims["orgs"]?.arrayValue, orgs.count > 1,
+              !orgs.contains(where: { $0["id"] != nil && $0["id"] == released.meta.claims["org"] }) else { return released }
+        var options = orgs.compactMap { org -> ChoiceOption? in
+            guard let id = org["id"]?.stringValue else { return nil }
+            let name = Messages.shown(org["name"]?.stringValue ?? id)
+            return ChoiceOption(value: id, label: LocalizedText(en: name, nb: name))
+        }
+        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
+        guard let chosen = try? await conversation.choose(Messages.chooseOrganization, options: options), chosen != "cancel"
+        else { return released }
+        do {
+            var out = released
+            out.meta.claims = try await setActiveOrganization(chosen, account: released.meta.account,
+                                                              requester: conversation.requester)
+            return out
+        } catch {
+            logger.warning("the organization chosen could not be kept", metadata: ["error": "\(error.code.rawValue)"])
+            return released
+        }
+    }
 
     /// How a login step of an unlock ended.
     enum LoginStep {

@@ -251,9 +251,16 @@ public actor Vault {
         let waiting = policy.sessionWaits
         let access = table.grantAccess   // one look for every account, not a lock per account
         return table.allEntries().values.filter { access.mayView($0.meta.account, requester) }.map { e in
-            AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
-                        tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
-                        hasRefreshToken: e.meta.hasRefreshToken, waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
+            var info = AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
+                                   tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
+                                   hasRefreshToken: e.meta.hasRefreshToken,
+                                   waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
+            info.organizations = (e.meta.claims["orgs"]?.arrayValue ?? []).compactMap { org in
+                org["id"]?.stringValue.map { ($0, org["name"]?.stringValue ?? $0) }
+            }
+            let active = e.meta.claims["org"]?.stringValue
+            info.activeOrganization = info.organizations.contains { $0.id == active } ? active : nil
+            return info
         }.sorted { $0.account < $1.account }
     }
 

@@ -318,6 +318,12 @@ public enum Messages {
             : LocalizedText(en: "Log in with \(names).", nb: "Logg inn med \(names).")
     }
 
+    /// Which organization, for a member of several who has not chosen yet
+    /// (asked once after a login; the settings app changes it later).
+    public static let chooseOrganization = LocalizedText(
+        en: "You are a member of more than one organization. Which one do you want to use? You can change this later in SessionVault's settings.",
+        nb: "Du er medlem av mer enn én organisasjon. Hvilken vil du bruke? Du kan endre dette senere i innstillingene for SessionVault.")
+
     /// The button for one provider in that choice.
     public static func useProvider(_ provider: String) -> LocalizedText {
         let provider = shown(provider)

@@ -20,6 +20,10 @@ extension RequestHandler {
                 "accounts": .array(accounts.map { a in
                     var o: [String: JSON] = ["account": .string(a.account), "provider": .string(a.provider), "name": .string(a.name)]
                     if let waiting = a.waiting { o["waiting"] = .string(waiting.text(language)) }
+                    if !a.organizations.isEmpty {
+                        o["orgs"] = .array(a.organizations.map { ["id": .string($0.id), "name": .string($0.name)] })
+                        if let active = a.activeOrganization { o["org"] = .string(active) }
+                    }
                     return .object(o)
                 }),
                 "factors": .array(factors.map { $0.json(language) }),

@@ -65,8 +65,8 @@ final class RegistryMembers: MemberDirectory {
                 SQLiteMemberRegistry.SeedMember(
                     id: "demo-" + person.id, name: person.name,
                     logins: ["bankid", "vipps"].map { MemberKey(provider: $0, subject: person.stableSubject(provider: $0)) },
-                    organizations: [Organization(id: person.organization.lowercased().replacing(" ", with: "-"),
-                                                 name: person.organization, roles: person.roles)])
+                    organizations: ([(person.organization, person.roles)] + person.otherMemberships.map { ($0.organization, $0.roles) })
+                        .map { name, roles in Organization(id: name.lowercased().replacing(" ", with: "-"), name: name, roles: roles) })
             })
             return registry
         }

@@ -221,6 +221,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// tree, as a person with a screen reader would, in bokmål (Tests/desktop/settings_a11y.py):
     /// a PIN set and fingerprint login turned on in vaultd's own dialogs, an app's
     /// grant removed, an account logged out; the window and vaultd agree after each.
+    /// Then a member of two organizations (the demo's Ola): the row "Organisasjon"
+    /// reached with Tab, opened with Enter, another organization chosen with the
+    /// arrow keys, and the apps get it.
     func testTheSettingsAppAsAScreenReaderUsesIt() throws {
         let r = try runA11yScript("settings_a11y.py",
                                   probe: "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')",

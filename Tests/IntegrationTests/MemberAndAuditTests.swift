@@ -55,6 +55,33 @@ final class MemberAndAuditTests: VaultdTestCase {
         XCTAssertEqual(try JSON.parse(Array(conflicts.out.utf8))["conflicts"], [])
     }
 
+    /// Ola is in two organizations in the demo registry: after his first login
+    /// he is asked which one to use (vaultctl lists them; "2" is Mentorhuset
+    /// Oslo), the session carries it with its roles, the next login asks
+    /// nothing, and `context` still switches.
+    func testAMemberOfSeveralOrganizationsIsAskedOnceWhichOne() throws {
+        let v = try startDemo()
+        let first = v.vaultctl(["login", "bankid", "--browser", TestProvider.browser], stdin: "2\n", env: ["TEST_USER": "ola"])
+        XCTAssertEqual(first.exit, 0, first.err)
+        XCTAssertTrue(first.err.contains("more than one organization"), first.err)
+        XCTAssertTrue(first.err.contains("1. Likepersonsnettverket Bergen") && first.err.contains("2. Mentorhuset Oslo"), first.err)
+        var claims = try JSON.parse(Array(v.vaultctl(["token", "--json"]).out.utf8))["claims"]
+        XCTAssertEqual(claims?["org_name"], "Mentorhuset Oslo")
+        XCTAssertEqual(claims?["roles"], ["peer_mentor"])
+        XCTAssertEqual(claims?["orgs"]?.arrayValue?.count, 2)
+
+        let again = v.vaultctl(["login", "bankid", "--browser", TestProvider.browser], stdin: "", env: ["TEST_USER": "ola"])
+        XCTAssertEqual(again.exit, 0, again.err)
+        XCTAssertFalse(again.err.contains("more than one organization"), "asked once: \(again.err)")
+        claims = try JSON.parse(Array(v.vaultctl(["token", "--json"]).out.utf8))["claims"]
+        XCTAssertEqual(claims?["org_name"], "Mentorhuset Oslo")
+
+        XCTAssertEqual(v.vaultctl(["context", "Likepersonsnettverket Bergen"]).exit, 0)
+        claims = try JSON.parse(Array(v.vaultctl(["token", "--json"]).out.utf8))["claims"]
+        XCTAssertEqual(claims?["org_name"], "Likepersonsnettverket Bergen")
+        XCTAssertEqual(claims?["roles"], ["coordinator"])
+    }
+
     func waitForAudit(_ v: VaultdProcess, _ done: ([JSON]) -> Bool) throws -> [JSON] {
         var entries: [JSON] = []
         _ = try waitUntil(timeout: 10, interval: 0.1) {

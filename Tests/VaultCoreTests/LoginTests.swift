@@ -1,5 +1,6 @@
 import XCTest
 @testable import VaultCore
+import Locking
 import PINFactor
 import VaultFactor
 import VaultProtocol
@@ -52,6 +53,36 @@ final class LoginTests: XCTestCase {
         XCTAssertTrue(empty?.message.en.contains("Ask whoever set up this computer") == true, "\(String(describing: empty))")
         XCTAssertTrue(empty?.message.nb.contains("Be den som satte opp maskinen") == true, "\(String(describing: empty))")
         XCTAssertEqual(asked.offeredChoices, [])
+    }
+
+    /// A member of several organizations with none chosen is asked which, once,
+    /// after the login: the app's session carries the one chosen, and the next
+    /// login asks nothing. Cancel leaves none active (the session still comes,
+    /// with `orgs`).
+    func testAMemberOfSeveralOrganizationsIsAskedOnceWhichOne() async throws {
+        let members = TwoOrganizations()
+        let bankid = FakeIdentityProvider()
+        let vault = try Vault(store: fx.store, deviceKey: fx.deviceKey, factors: [pin], config: VaultConfig(idleTimeout: 0),
+                              logger: VaultFixture.logger, providers: FakeDirectory(providers: [bankid]), members: members)
+        let cancelling = ScriptedClient(choices: ["cancel"])
+        let none = try await vault.login(provider: "bankid", conversation: cancelling)
+        XCTAssertEqual(cancelling.offeredChoices, [["oslo", "tromso", "cancel"]])
+        XCTAssertNil(none.meta.claims["org_name"], "\(none.meta.claims)")
+        XCTAssertEqual(none.meta.claims["roles"], [], "no organization active, so no roles")
+        XCTAssertEqual(none.meta.claims["orgs"]?.arrayValue?.count, 2)
+
+        let choosing = ScriptedClient(choices: ["tromso"])
+        let chosen = try await vault.login(provider: "bankid", conversation: choosing)
+        XCTAssertEqual(choosing.choicePrompts, [Messages.chooseOrganization.en])
+        XCTAssertEqual(chosen.meta.claims["org"], "tromso")
+        XCTAssertEqual(chosen.meta.claims["roles"], ["coordinator"])
+        let released = try await vault.release(account: nil, conversation: SilentConversation())
+        XCTAssertEqual(released.meta.claims["org"], "tromso", "the stored session carries it")
+
+        let again = ScriptedClient(choices: ["oslo"])
+        let next = try await vault.login(provider: "bankid", conversation: again)
+        XCTAssertEqual(again.offeredChoices, [], "asked once: the choice is remembered")
+        XCTAssertEqual(next.meta.claims["org"], "tromso")
     }
 
     /// A login cancelled on the way (the browser's wait, or in the browser)
@@ -576,4 +607,31 @@ extension ReenrollmentTests {
         let again = try await vault.release(account: "bankid", conversation: SilentConversation())
         XCTAssertEqual(again.accessToken, "AT-bankid-1")
     }
+}
+
+/// A member registry where the login's person is in two organizations and the
+/// active one is remembered, as MemberSync does.
+final class TwoOrganizations: MemberDirectory {
+    let active = Locked<String?>(nil)
+
+    func claims() -> [String: JSON] {
+        let orgs: [(id: String, name: String, roles: [String])] = [("oslo", "Mentorhuset Oslo", ["peer_mentor"]),
+                                                                     ("tromso", "Mentorhuset Tromsø", ["coordinator"])]
+        var claims: [String: JSON] = ["orgs": .array(orgs.map { ["id": .string($0.id), "name": .string($0.name),
+                                                                 "roles": .array($0.roles.map { .string($0) })] })]
+        let chosen = active.withLock { $0 }.flatMap { id in orgs.first { $0.id == id } }
+        claims["roles"] = .array((chosen?.roles ?? []).map { .string($0) })
+        if let chosen {
+            claims["org"] = .string(chosen.id)
+            claims["org_name"] = .string(chosen.name)
+        }
+        return claims
+    }
+
+    func review(_ login: VerifiedLogin) async throws(VaultFailure) -> [String: JSON] { claims() }
+    func setActiveOrganization(_ org: String, provider: String, subject: String) async throws(VaultFailure) -> [String: JSON] {
+        active.withLock { $0 = org }
+        return claims()
+    }
+    func conflicts() async -> [JSON] { [] }
 }

@@ -76,6 +76,83 @@ def press(found, label, nth=0):
         action.doAction(0)
 
 
+def focused():
+    """(role, name) of what has the keyboard focus in the settings window."""
+    for n in window():
+        try:
+            if n.getState().contains(pyatspi.STATE_FOCUSED):
+                return n.getRoleName(), name(n)
+        except Exception:
+            pass
+    return None
+
+
+def organization(work, base_env):
+    """A member of two organizations (the demo's Ola) who said Cancel when vaultd
+    asked which one: the window reads "Organisasjon" as a named combo box showing
+    "Ikke valgt"; on X it is reached with Tab alone, Enter opens the list of
+    both, and Down, Down, Enter chooses Mentorhuset Oslo, which vaultd then
+    gives the apps."""
+    socket_path = os.path.join(work, "run-demo", "vault.sock")
+    config = os.path.join(work, "demo.toml")
+    with open(config, "w") as f:
+        f.write('tpm = "off"\n[fingerprint]\nreader = "none"\n')
+    env = dict(base_env, SESSIONVAULT_SOCKET=socket_path)
+    env.pop("SESSIONVAULT_PINENTRY", None)
+    log = open(os.path.join(work, "vaultd-demo.log"), "w")
+    vaultd = subprocess.Popen([os.environ["VAULTD"], "--demo", "--keyring=file", "--data-dir", os.path.join(work, "data-demo"),
+                               "--socket", socket_path, "--config", config], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    settings = None
+    try:
+        for _ in range(100):
+            if os.path.exists(socket_path):
+                break
+            time.sleep(0.1)
+        ctl = [os.environ["VAULTCTL"]]
+        r = subprocess.run(ctl + ["login", "bankid", "--browser", os.path.join(ROOT, "scripts", "demo-browser")], input="",
+                           capture_output=True, text=True, env=dict(env, TEST_USER="ola"))
+        check(r.returncode == 0 and "more than one organization" in r.stderr,
+              "organization: Ola logged in and was asked which organization, and said Cancel (exit %d)" % r.returncode)
+        settings = subprocess.Popen(["/usr/bin/python3", APP], env=dict(env, LANG="nb_NO.UTF-8", GSK_RENDERER="cairo"),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        found = wait_for("the window shows Ola's organization row",
+                         lambda f: any(n.getRoleName() == "combo box" and name(n) == "Organisasjon" for n in f))
+        check("Ikke valgt" in texts(found), "organization: a combo box named Organisasjon reads Ikke valgt")
+        if os.environ.get("WAYLAND_DISPLAY") and not os.environ.get("DISPLAY"):
+            return  # nothing here can type into a window on Wayland (xdotool is X11's)
+        for _ in range(40):
+            if focused() == ("combo box", "Organisasjon"):
+                break
+            subprocess.run(["xdotool", "key", "Tab"])
+            time.sleep(0.2)
+        check(focused() == ("combo box", "Organisasjon"), "organization: Tab alone reaches it (%r)" % (focused(),))
+        subprocess.run(["xdotool", "key", "Return"])
+        found = wait_for("Enter opens the list of organizations", lambda f: "Mentorhuset Oslo" in texts(f))
+        check("Likepersonsnettverket Bergen" in texts(found) and "Mentorhuset Oslo" in texts(found),
+              "organization: Enter opens it, and both organizations are read")
+        for key in ("Down", "Down", "Return"):
+            subprocess.run(["xdotool", "key", key])
+            time.sleep(0.4)
+        claims = {}
+        for _ in range(50):
+            out = subprocess.run(ctl + ["token", "--json"], capture_output=True, text=True, env=env).stdout
+            claims = json.loads(out or "{}").get("claims", {})
+            if claims.get("org_name") == "Mentorhuset Oslo":
+                break
+            time.sleep(0.2)
+        check(claims.get("org_name") == "Mentorhuset Oslo" and claims.get("roles") == ["peer_mentor"],
+              "organization: Down, Down, Enter chose Mentorhuset Oslo, and the apps get it with its roles (%r)"
+              % {k: claims.get(k) for k in ("org", "org_name", "roles")})
+    finally:
+        if settings is not None:
+            settings.kill()
+            settings.communicate(timeout=10)
+        vaultd.terminate()
+        vaultd.wait(10)
+        log.close()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="sv-settings-")
     launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"],
@@ -161,6 +238,10 @@ def main():
                          and any(t.startswith("Du er ikke logget inn") for t in texts(f)))
         sessions = subprocess.run(ctl + ["sessions", "--json"], capture_output=True, text=True, env=env).stdout
         check("kari" not in sessions, "vaultd agrees: %s" % sessions.strip())
+        settings.kill()
+        settings.communicate(timeout=10)
+        settings = None
+        organization(work, env)
     finally:
         if settings is not None:
             settings.kill()
