@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <signal.h>
+#include <fcntl.h>
 #include "vault_shims.h"
 
 int sv_set_not_dumpable(void) {
@@ -47,4 +49,33 @@ int sv_pidfd_alive(int pidfd) {
     do { rc = poll(&p, 1, 0); } while (rc < 0 && errno == EINTR);
     if (rc < 0) return -1;
     return (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) ? 0 : 1;
+}
+
+static int sv_signal_pipe = -1;
+
+static void sv_on_signal(int sig) {
+    int saved = errno;
+    unsigned char number = (unsigned char)sig;
+    /* Non-blocking: a full pipe (signals nobody reads yet) drops this one, never blocks the handler. */
+    ssize_t written = write(sv_signal_pipe, &number, 1);
+    (void)written;
+    errno = saved;
+}
+
+int sv_catch_signals(const int *signals, int count) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    sv_signal_pipe = fds[1];
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = sv_on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int i = 0; i < count; i++) sigaction(signals[i], &action, NULL);
+    return fds[0];
 }

@@ -1,4 +1,4 @@
-import Dispatch
+import CVaultShims
 import Locking
 #if canImport(Glibc)
 import Glibc
@@ -8,27 +8,33 @@ import Glibc
 /// ends the process's serving once, in order (ListenerService.run): what runs
 /// until then registers what to do with `onRequest`.
 ///
-/// The signals' default action (ending the process at once, the vault key in
-/// memory and a refresh maybe half-committed) is turned off when this is made,
-/// which vaultd does before it binds its socket: from the moment a client can
-/// connect, a stop is graceful.
+/// The signals are caught from the moment this is made (a C handler that
+/// writes to a pipe, installed before `init` returns, and a thread that reads
+/// it), which vaultd does before it binds its socket: from the moment a client
+/// can connect, a stop is graceful, and none is lost — a signal source
+/// registered asynchronously left a window in which SIGTERM was ignored
+/// (LockTests' SIGTERM right after the socket accepts).
 final class Shutdown: Sendable {
     private struct State {
         var requested: String?
         var handlers: [@Sendable (String) -> Void] = []
     }
     private let state = Locked(State())
-    /// The dispatch sources that read the signals; kept for the process's life.
-    private let sources: SignalSources
 
+    /// Catches `signals`; if no pipe can be made they keep their default action
+    /// (the process ends at once, as without this).
     init(on signals: [(number: Int32, name: String)]) {
-        sources = SignalSources()
-        for (number, name) in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.request(by: name) }
-            source.resume()
-            sources.keep(source)
+        let fd = signals.map(\.number).withUnsafeBufferPointer { sv_catch_signals($0.baseAddress, Int32($0.count)) }
+        guard fd >= 0 else { return }
+        let names = Dictionary(signals.map { ($0.number, $0.name) }, uniquingKeysWith: { first, _ in first })
+        runOnNewThread(named: "vaultd-signals") { [self] in
+            var byte: UInt8 = 0
+            while true {
+                let n = read(fd, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                guard n == 1 else { return }
+                self.request(by: names[Int32(byte)] ?? "signal \(byte)")
+            }
         }
     }
 
@@ -52,11 +58,4 @@ final class Shutdown: Sendable {
         }
         if let already { handler(already) }
     }
-}
-
-/// Dispatch's signal sources are not `Sendable`; they are only kept alive
-/// here, added to by `Shutdown.init` alone, before the shutdown is shared.
-private final class SignalSources: @unchecked Sendable {
-    private var sources: [any DispatchSourceSignal] = []
-    func keep(_ source: any DispatchSourceSignal) { sources.append(source) }
 }

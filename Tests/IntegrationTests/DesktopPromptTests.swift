@@ -97,9 +97,9 @@ final class DesktopPromptTests: VaultdTestCase {
 
     func testCancelInTheRealDialogIsCancelled() throws {
         let display = try startXvfb()
-        let (_, app) = try askWithPinentryGtk2(display: display, lang: "en", id: 8)
+        let (v, app) = try askWithPinentryGtk2(display: display, lang: "en", id: 8)
         guard try window(display, titled: "SessionVault") != nil else {
-            XCTFail("no pinentry window appeared on \(display)")
+            XCTFail("no pinentry window appeared on \(display). vaultd log:\n\(v.log)")
             return
         }
         XCTAssertEqual(try xdotool(display, ["key", "Escape"]).exit, 0)
@@ -197,6 +197,33 @@ final class DesktopPromptTests: VaultdTestCase {
             let normal = pngSize("\(shots)/pin-dialog-\(lang).png"), large = pngSize("\(shots)/pin-dialog-large-\(lang).png")
             XCTAssertGreaterThan(Double(large.height), 1.4 * Double(normal.height), "\(lang): \(normal) at 1×, \(large) at 2×")
         }
+        // The dialog follows the desktop's high-contrast switch: its outline and the lines
+        // between its buttons reach WCAG 2.2's 3:1 for non-text contrast against the dialog
+        // (SC 1.4.11), where without the switch they are a faint grey (about 1.6:1).
+        for lang in ["nb", "en"] {
+            let normal = try outlineContrast("\(shots)/pin-dialog-\(lang).png")
+            let high = try outlineContrast("\(shots)/pin-dialog-contrast-\(lang).png")
+            XCTAssertGreaterThanOrEqual(high, 3.0, "\(lang): in high contrast the outline is \(high):1")
+            XCTAssertLessThan(normal, 3.0, "\(lang): without it \(normal):1 (else the check above shows nothing)")
+        }
+    }
+
+    /// The contrast ratio (WCAG 2.2) between the darkest pixel of a dialog
+    /// screenshot's left edge — its outline — and its lightest pixel, the dialog's
+    /// background: read with ImageMagick, as grey levels in sRGB.
+    func outlineContrast(_ png: String) throws -> Double {
+        /// The darkest and the lightest grey (0…1) of the image cut by `args`.
+        func greys(_ args: [String]) throws -> (darkest: Double, lightest: Double) {
+            let r = try runProcess("/usr/bin/convert", [png] + args + ["-colorspace", "Gray", "-format", "%[fx:minima.intensity] %[fx:maxima.intensity]", "info:"],
+                                   env: childEnvironment([:]), timeout: 20)
+            let values = r.out.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            guard r.exit == 0, values.count == 2 else { throw IntegrationError("convert \(png): \(r.err)") }
+            return (values[0], values[1])
+        }
+        func luminance(_ v: Double) -> Double { v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4) }
+        let outline = try greys(["-crop", "2x100%+0+0", "+repage"]).darkest
+        let background = try greys([]).lightest
+        return (luminance(background) + 0.05) / (luminance(outline) + 0.05)
     }
 
     /// A PNG's width and height, from its IHDR chunk (zero when it cannot be read).

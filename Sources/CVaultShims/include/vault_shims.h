@@ -13,4 +13,10 @@ int sv_peer_credentials(int fd, int *pid, unsigned int *uid);
 int sv_peer_pidfd(int fd, int pid);
 /// 1 while the process behind `pidfd` runs, 0 once it has exited, -1 on error.
 int sv_pidfd_alive(int pidfd);
+/* Catches each of `signals` from now on: the handler writes the signal's
+   number, as one byte, to a pipe whose read end is returned (-1 if none could
+   be made; then nothing was changed). Installed synchronously, so no signal
+   sent after this returns is lost or takes its default action. */
+int sv_catch_signals(const int *signals, int count);
+
 #endif
