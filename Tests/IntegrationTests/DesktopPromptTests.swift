@@ -345,7 +345,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// (the choice of provider, Enter for the first, the browser's wait with Cancel
     /// focused, Alt+C: "… login was cancelled" and the choice again, Escape), then a
     /// login done in a scripted browser and the offer of fingerprint login after it
-    /// (Turn on focused, Alt+N for Not now, the app served, the fingerprint left off).
+    /// (Turn on focused, Alt+N for Not now, the app served, the fingerprint left off), and
+    /// the fingerprint's wait once it is on (the way to the logins named and focused, Enter
+    /// to the choice of login, Escape).
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -382,7 +384,10 @@ final class DesktopPromptTests: VaultdTestCase {
                               "login: Alt+C ended the wait at once", "login: and offers the providers again",
                               "login: Escape on the choice cancels the login",
                               "offer: its answers are named buttons", "offer: focus starts on Turn on",
-                              "offer: Alt+N answered Not now and the app has its session", "offer: fingerprint login stays off"] {
+                              "offer: Alt+N answered Not now and the app has its session", "offer: fingerprint login stays off",
+                              "fingerprint: Cancel and the way to the logins are named buttons",
+                              "fingerprint: focus starts on the way to the logins", "fingerprint: Enter took it to the choice of login",
+                              "fingerprint: Escape there ended it without a scan"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

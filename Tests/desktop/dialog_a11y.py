@@ -194,6 +194,31 @@ def walk_login(work, config, env):
         factors = subprocess.run([os.environ["VAULTCTL"], "factors", "--json"], capture_output=True, text=True,
                                  env=dict(env, SESSIONVAULT_SOCKET=socket_path)).stdout
         check('"fingerprint"' in factors and '"enabled"' not in factors, "offer: fingerprint login stays off (%s)" % factors.strip())
+
+        # The fingerprint's wait, once it is on: its way out to the logins is a named
+        # button with the focus, so Enter takes it (seed 003's "Use BankID or Vipps");
+        # the choice of login follows, and Escape there ends it without a scan.
+        ctl = [os.environ["VAULTCTL"]]
+        demo_ctl_env = dict(env, SESSIONVAULT_SOCKET=socket_path)
+        subprocess.run(fpstub + ["next", "match", "right-index-finger"], capture_output=True, env=env)
+        r = subprocess.run(ctl + ["enroll", "fingerprint"], capture_output=True, text=True, env=demo_ctl_env)
+        check(r.returncode == 0, "fingerprint: turned on with one scan (%s)" % r.stderr.strip())
+        subprocess.run(ctl + ["lock"], capture_output=True, env=demo_ctl_env)
+        t, result = in_background(socket_path, "aktivitetslogg", "session")
+        nodes = dialog_tree("Touch the fingerprint reader")
+        check(nodes is not None, "fingerprint: the wait is in the accessible tree")
+        names, focused = choices(nodes)
+        print("FINGERPRINT %r focused=%r" % (names, focused), flush=True)
+        check(names == ["Cancel", "Use Demo BankID or Demo Vipps"], "fingerprint: Cancel and the way to the logins are named buttons (%r)"
+              % names)
+        check(focused == ["Use Demo BankID or Demo Vipps"], "fingerprint: focus starts on the way to the logins (%r)" % focused)
+        subprocess.run(["xdotool", "key", "Return"])
+        nodes = dialog_tree("Use Demo Vipps", timeout=15)
+        names, _ = choices(nodes)
+        check("Use Demo BankID" in names and "Use Demo Vipps" in names, "fingerprint: Enter took it to the choice of login (%r)" % names)
+        subprocess.run(["xdotool", "key", "Escape"])
+        t.join(40)
+        check(result.get("error") == "cancelled", "fingerprint: Escape there ended it without a scan (%r)" % result)
     finally:
         vaultd.terminate()
         vaultd.wait(10)
