@@ -347,7 +347,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// login done in a scripted browser and the offer of fingerprint login after it
     /// (Turn on focused, Alt+N for Not now, the app served, the fingerprint left off), and
     /// the fingerprint's wait once it is on (the way to the logins named and focused, Enter
-    /// to the choice of login, Escape).
+    /// to the choice of login, Escape), and a new PIN typed twice (both fields named,
+    /// Alt+T to the second).
     func testTheDialogAsAScreenReaderReadsIt() throws {
         let display = try startXvfb()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -387,7 +388,9 @@ final class DesktopPromptTests: VaultdTestCase {
                               "offer: Alt+N answered Not now and the app has its session", "offer: fingerprint login stays off",
                               "fingerprint: Cancel and the way to the logins are named buttons",
                               "fingerprint: focus starts on the way to the logins", "fingerprint: Enter took it to the choice of login",
-                              "fingerprint: Escape there ended it without a scan"] {
+                              "fingerprint: Escape there ended it without a scan",
+                              "new PIN: two fields, each named by its label", "new PIN: focus starts in the first field",
+                              "new PIN: typed, Alt+T, typed again, Enter: it is set", "new PIN: vaultd agrees"] {
                     let passed = r.out.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
                     XCTAssertTrue(passed, "\(pinentry): \(check): \(r.out)")
                 }

@@ -219,6 +219,26 @@ def walk_login(work, config, env):
         subprocess.run(["xdotool", "key", "Escape"])
         t.join(40)
         check(result.get("error") == "cancelled", "fingerprint: Escape there ended it without a scan (%r)" % result)
+
+        # A new PIN, typed twice, by keyboard alone: both fields named, focus in the first,
+        # Alt+T (the second label's mnemonic) to the second, Enter sets it.
+        subprocess.run(fpstub + ["next", "match", "right-index-finger"], capture_output=True, env=env)
+        r = subprocess.run(ctl + ["unlock", "fingerprint"], capture_output=True, text=True, env=demo_ctl_env)
+        check(r.returncode == 0, "new PIN: unlocked with a scan (%s)" % r.stderr.strip())
+        t, result = in_background(socket_path, "settings", "enroll", factor="pin")
+        nodes = dialog_tree("Choose a PIN")
+        fields = [n for n in nodes or [] if n["role"] == "password text"]
+        check(len(fields) == 2 and all(f["name"] or f["labelled_by"] for f in fields),
+              "new PIN: two fields, each named by its label (%r)" % fields)
+        check(bool(fields) and fields[0]["focused"], "new PIN: focus starts in the first field")
+        subprocess.run(["xdotool", "type", "--delay", "40", PIN])
+        subprocess.run(["xdotool", "key", "alt+t"])
+        subprocess.run(["xdotool", "type", "--delay", "40", PIN])
+        subprocess.run(["xdotool", "key", "Return"])
+        t.join(60)
+        check("error" not in result, "new PIN: typed, Alt+T, typed again, Enter: it is set (%r)" % result)
+        factors = subprocess.run(ctl + ["factors", "--json"], capture_output=True, text=True, env=demo_ctl_env).stdout
+        check('"PIN enabled"' in factors, "new PIN: vaultd agrees (%s)" % factors.strip())
     finally:
         vaultd.terminate()
         vaultd.wait(10)
