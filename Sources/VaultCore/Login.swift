@@ -241,13 +241,10 @@ extension Vault {
     /// — the session still goes to the app, with `orgs` to offer the choice
     /// itself — and the question comes again at the next login.
     func chooseOrganizationIfNeeded(_ released: ReleasedSession, conversation: any ClientConversation) async -> ReleasedSession {
-        // Active: `org` names one of `orgs` (a provider's own `org` claim does not count).
-        guard conversation.isInteractive, let orgs = released.meta.claims["orgs"]?.arrayValue, orgs.count > 1,
-              !orgs.contains(where: { $0["id"] != nil && $0["id"] == released.meta.claims["org"] }) else { return released }
-        var options = orgs.compactMap { org -> ChoiceOption? in
-            guard let id = org["id"]?.stringValue else { return nil }
-            let name = Messages.shown(org["name"]?.stringValue ?? id)
-            return ChoiceOption(value: id, label: LocalizedText(en: name, nb: name))
+        let orgs = released.meta.organizations
+        guard conversation.isInteractive, orgs.all.count > 1, orgs.active == nil else { return released }
+        var options = orgs.all.map { org in
+            ChoiceOption(value: org.id, label: LocalizedText(en: Messages.shown(org.name), nb: Messages.shown(org.name)))
         }
         options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
         guard let chosen = try? await conversation.choose(Messages.chooseOrganization, options: options), chosen != "cancel"

@@ -136,3 +136,16 @@ enum SessionSealing {
     static func metaAD(id: String) -> [UInt8] { Array("sessionvault/session-meta/v1|\(id)".utf8) }
     static func secretAD(id: String, version: Int) -> [UInt8] { Array("sessionvault/session-secret/v1|\(id)|\(version)".utf8) }
 }
+
+extension SessionMeta {
+    /// The member registry's organizations for the person behind the session
+    /// (its `orgs` claim, as id and name), and the active one's id: `org`
+    /// when it names one of them (a provider's own `org` claim does not count).
+    public var organizations: (all: [(id: String, name: String)], active: String?) {
+        let all = (claims["orgs"]?.arrayValue ?? []).compactMap { org -> (id: String, name: String)? in
+            org["id"]?.stringValue.map { (id: $0, name: org["name"]?.stringValue ?? $0) }
+        }
+        let active = claims["org"]?.stringValue
+        return (all, all.contains { $0.id == active } ? active : nil)
+    }
+}

@@ -255,11 +255,7 @@ public actor Vault {
                                    tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
                                    hasRefreshToken: e.meta.hasRefreshToken,
                                    waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
-            info.organizations = (e.meta.claims["orgs"]?.arrayValue ?? []).compactMap { org in
-                org["id"]?.stringValue.map { ($0, org["name"]?.stringValue ?? $0) }
-            }
-            let active = e.meta.claims["org"]?.stringValue
-            info.activeOrganization = info.organizations.contains { $0.id == active } ? active : nil
+            (info.organizations, info.activeOrganization) = e.meta.organizations
             return info
         }.sorted { $0.account < $1.account }
     }
