@@ -27,6 +27,10 @@ public final class AuditLog: Sendable {
     /// unlocks. A head saved late only lags the log (a weaker check, never a
     /// false report); `flushHead` waits for the saves queued so far.
     private let headQueue = DispatchQueue(label: "sessionvault.audit-head")
+    /// Refusals a client repeats at will: counted, not each written (RefusalRepeats.swift).
+    private let repeats = Locked(RefusalRepeats())
+    /// The broker's clock (Unix seconds), for the repeats' windows.
+    private let clock: @Sendable () -> Double
 
     private struct HeadState {
         var store: (any AuditHeadStore)?
@@ -54,8 +58,10 @@ public final class AuditLog: Sendable {
         var text: String { "\(seq) \(Digest.hex(mac))" }
     }
 
-    init(store: VaultStore, deviceKey: SecureBytes, logger: Logger) throws(SodiumError) {
+    init(store: VaultStore, deviceKey: SecureBytes, logger: Logger,
+         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(SodiumError) {
         self.store = store
+        self.clock = clock
         self.key = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/audit/v1")])
         self.logger = logger
     }
@@ -95,14 +101,50 @@ public final class AuditLog: Sendable {
     }
 
     /// Records one event. A failure to write the audit log is logged, never
-    /// turned into a failure of the operation it describes.
+    /// turned into a failure of the operation it describes. A client's refusal (a requester with a pid, an outcome other than
+    /// `ok`) that repeats one written in the last minute is counted instead
+    /// (RefusalRepeats); the count is written when its minute is over.
     public func record(_ event: String, factor: String? = nil, outcome: String = "ok",
                        detail: [String: JSON] = [:], requester: Requester? = nil) {
-        let entry = entry(event, factor: factor, outcome: outcome, detail: detail, requester: requester)
+        let now = clock()
+        writeRepeats(repeats.withLock { $0.due(now: now) })
+        if let requester, requester.pid > 0, outcome != "ok" {
+            let key = RefusalRepeats.Key(event: event, factor: factor, outcome: outcome,
+                                         detail: JSON.object(detail).text, pid: requester.pid)
+            switch repeats.withLock({ $0.admit(key, detail: detail, requester: requester, now: now) }) {
+            case .write:
+                break
+            case .counted(let first):
+                // Written when the window is over, even if nothing else is recorded by then.
+                if first {
+                    headQueue.asyncAfter(deadline: .now() + RefusalRepeats.window + 1) { [self] in
+                        writeRepeats(repeats.withLock { $0.due(now: clock()) })
+                    }
+                }
+                return
+            }
+        }
+        append(entry(event, factor: factor, outcome: outcome, detail: detail, requester: requester))
+    }
+
+    /// Writes every repeat counted so far, its window over or not (vaultd calls it at shutdown).
+    public func flushRepeats() {
+        writeRepeats(repeats.withLock { $0.due(now: clock(), all: true) })
+    }
+
+    private func writeRepeats(_ due: [(key: RefusalRepeats.Key, count: RefusalRepeats.Count)]) {
+        for (key, count) in due {
+            var detail = count.detail
+            detail["repeated"] = .int(Int64(count.repeated))
+            append(entry(key.event, factor: key.factor, outcome: key.outcome, detail: detail, requester: count.requester))
+        }
+    }
+
+    private func append(_ entry: Entry) {
         do {
             _ = try store.appendAudit(entry.make)
         } catch {
-            logger.error("audit log write failed", metadata: ["event": "\(event)", "error": "\(error)"])
+            logger.error("audit log write failed", metadata: ["event": "\(entry.event)", "error": "\(error)"])
         }
         written(entry)
     }

@@ -104,7 +104,7 @@ public actor Vault {
         let metaKey: SecureBytes
         do {
             metaKey = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/session-meta-key/v1")])
-            self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger)
+            self.audit = try AuditLog(store: store, deviceKey: deviceKey, logger: logger, clock: clock)
             let grants = try AppGrants(store: store, deviceKey: deviceKey, logger: logger)
             self.grants = grants
             events.setAudience(grants.audience(perApp: config.perApp))

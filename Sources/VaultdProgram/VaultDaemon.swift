@@ -386,6 +386,7 @@ struct ListenerService {
             logger.warning("stopped without waiting longer for refreshes", metadata: ["bound": "\(ListenerService.refreshBound)"])
         }
         await vault.lock(reason: "shutdown")
+        vault.audit.flushRepeats()
         vault.audit.flushHead()
         server.closeConnections()
         // Only a socket vaultd bound itself (at start, or when it took a

@@ -143,3 +143,54 @@ func measureBesideOtherUID(_ socket: String, account: String, count: Int) throws
     usleep(200_000)
     return try measurePersistent(socket, account: account, count: count)
 }
+
+/// Release latency beside another program (python3: not the importer, so
+/// not granted, and with no dialog to ask through) asking for the login in a
+/// loop, each answered `app_not_allowed`; and how many audit entries those
+/// refusals wrote (a refusal repeated by the same process is counted, not
+/// written: RefusalRepeats.swift). nil without python3.
+func measureBesideRefusedApp(_ socket: String, account: String, count: Int) throws -> (latency: Latency, refusals: Int, entries: Int)? {
+    guard let python = which("python3") else { return nil }
+    let script = """
+    import json, signal, socket, sys
+    n = 0
+    def done(*_):
+        print(n, flush=True); sys.exit(0)
+    signal.signal(signal.SIGTERM, done)
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rwb")
+    f.write(b'{"id":0,"op":"hello","version":1,"client":"refused","lang":"en","interactive":false}\\n'); f.flush(); f.readline()
+    line = json.dumps({"id": 1, "op": "session", "account": sys.argv[2]}).encode() + b"\\n"
+    print("ready", flush=True)
+    while True:
+        f.write(line); f.flush()
+        if b"app_not_allowed" not in f.readline(): sys.exit("not refused")
+        n += 1
+    """
+    let entriesBefore = try refusalEntries(socket)
+    let other = Process()
+    other.executableURL = URL(fileURLWithPath: python)
+    other.arguments = ["-c", script, socket, account]
+    let out = Pipe()
+    other.standardOutput = out
+    other.standardError = FileHandle.nullDevice
+    try other.run()
+    let reader = out.fileHandleForReading
+    guard String(decoding: reader.availableData, as: UTF8.self).hasPrefix("ready") else {
+        other.terminate()
+        throw BenchError("the refused app did not start")
+    }
+    usleep(200_000)
+    let latency = try measurePersistent(socket, account: account, count: count)
+    other.terminate()
+    other.waitUntilExit()
+    let refusals = Int(String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+        .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    return (latency, refusals, try refusalEntries(socket) - entriesBefore)
+}
+
+/// How many `grant`/`no_dialog` entries the audit log holds (the newest 1,000 at most).
+private func refusalEntries(_ socket: String) throws -> Int {
+    let c = try helloConnection(socket)
+    let r = try c.call("audit", ["limit": 1000])
+    return (r["entries"]?.arrayValue ?? []).filter { $0["event"] == "grant" && $0["outcome"] == "no_dialog" }.count
+}

@@ -126,6 +126,12 @@ struct VaultBench: ParsableCommand {
                   flood.growthKiB <= 8 * 1024)
         let overCap = try measureBesideOverCap(daemon.socket, account: "one-0", count: requests / 4)
         besideLine("connections over the cap (\(overCap.refused) refused)", overCap.latency)
+        if let refused = try measureBesideRefusedApp(daemon.socket, account: "one-0", count: requests / 4) {
+            besideLine("an app refused in a loop (\(refused.refusals.formatted()) refusals)", refused.latency)
+            table.add("… audit entries those refusals wrote", "\(refused.entries)", "1 (the rest counted)", refused.entries == 1)
+        } else {
+            table.add("release beside an app refused in a loop", "skipped", "needs python3", nil)
+        }
         if let otherUID = try measureBesideOtherUID(daemon.socket, account: "one-0", count: requests / 4) {
             besideLine("another uid connecting in a loop", otherUID)
         } else {

@@ -61,6 +61,36 @@ final class AppGrantTests: VaultdTestCase {
         XCTAssertEqual(try again.call("session", ["account": "kari"]).result?["access_token"], "at-grants-2")
     }
 
+    /// An app refused in a loop (no dialog to ask through) costs one audit
+    /// entry and a count, not a durable write per request: the count is
+    /// written when its minute is over, or when vaultd stops.
+    func testAnAppRefusedInALoopIsWrittenOnceThenCounted() throws {
+        let v = try startVaultd(config: "per_app = true\n" + VaultdProcess.fastPINConfig)
+        try importSession(v, account: "kari", accessToken: "at-loop", refreshToken: nil)
+        let runner = try XCTUnwrap(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        // The runner gives its grant up: from now on it is an app like any other.
+        XCTAssertEqual(v.vaultctl(["apps", "revoke", runner]).exit, 0)
+        let c = try v.raw()
+        try c.hello()
+        for _ in 0..<300 {
+            XCTAssertEqual(try c.call("session", ["account": "kari"]).errorCode, "app_not_allowed")
+        }
+        func refusals() throws -> [JSON] {
+            try auditEntries(v).filter { $0["event"] == "grant" && $0["outcome"] == "no_dialog" }
+        }
+        XCTAssertEqual(try refusals().count, 1, "300 refusals in a minute, one entry")
+
+        try v.restart()
+        let rows = try refusals()
+        XCTAssertEqual(rows.count, 2, "\(rows.map(\.text))")
+        XCTAssertEqual(rows.last?["detail"]?["repeated"], .int(299), "the count, written at shutdown")
+        XCTAssertEqual(rows.last?["detail"]?["app"]?.stringValue, runner)
+        XCTAssertEqual(rows.last?["exe"]?.stringValue, runner)
+        XCTAssertTrue(v.vaultctl(["audit"]).out.contains("grant\tno_dialog by \(runner) app executable:\(runner) (+299 more like it)"))
+        let verified = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(verified.exit, 0, verified.out + verified.err)
+    }
+
     func testPerAppOffGivesEveryProgramEverySession() throws {
         let v = try startVaultd(config: "per_app = false\n" + VaultdProcess.fastPINConfig)
         try importSession(v, account: "kari", accessToken: "at-shared", refreshToken: nil)
