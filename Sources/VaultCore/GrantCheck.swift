@@ -31,6 +31,15 @@ enum GrantCheck: Equatable {
             self = .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil))
         }
     }
+
+    /// How long after the person said no an app is refused without being
+    /// asked again about the same account: long enough that an app asking in
+    /// a loop cannot wear the person down, short enough that a Deny by mistake
+    /// is undone by opening the app again a little later.
+    static let askAgainAfter: Double = 120
+
+    /// The key a Deny is remembered by: the app and the account.
+    static func deniedKey(_ app: AppIdentity, account: String) -> String { app.key + "\n" + account }
 }
 
 /// Whether an import may replace the session already stored under its

@@ -44,6 +44,14 @@ extension Vault {
         case .ask(let asking):
             app = asking
         }
+        // An app the person just said no to is not put in front of them again
+        // at once: an app that asks in a loop until the person, worn down,
+        // chooses Allow would otherwise win by persistence.
+        let deniedKey = GrantCheck.deniedKey(app, account: account)
+        if let at = deniedGrants[deniedKey], now() - at < GrantCheck.askAgainAfter {
+            audit.record("grant", outcome: "asked_recently", detail: AppIdentity.auditDetail(app, account: account), requester: requester)
+            throw VaultFailure(.appNotAllowed, message: Messages.appDeniedRecently(app.shortName))
+        }
         let question = GrantQuestion(app: app, account: account,
                                      provider: meta.providerName(providers.provider(for: meta)),
                                      allowed: grants.apps(for: account).map(\.shortName))
@@ -74,6 +82,9 @@ extension Vault {
         case .once:
             audit.record("grant", outcome: "once", detail: detail, requester: requester)
         case .deny:
+            let t = now()
+            deniedGrants = deniedGrants.filter { t - $0.value < GrantCheck.askAgainAfter }
+            deniedGrants[deniedKey] = t
             audit.record("grant", outcome: "deny", detail: detail, requester: requester)
             throw refused
         }

@@ -43,6 +43,10 @@ public actor Vault {
     /// up (`vaultctl enroll`, the settings) clears its entry.
     var declinedOffers: Set<FactorID> = []
     static let declinedOffersKey = "declined-offers"
+    /// When the person last said no to an app using an account (Deny, or the
+    /// grant dialog closed), by `GrantCheck.deniedKey`: that app is not asked
+    /// again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
+    var deniedGrants: [String: Double] = [:]
     /// Factors that failed in the unlock that ended in a fallback login: their
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []

@@ -637,6 +637,12 @@ extension Messages {
             en: "\(en) not allowed to use that login. Let the app ask through SessionVault's own dialog and choose Allow, or log in from the app itself.",
             nb: "\(nb) ikke lov til å bruke den innloggingen. La appen spørre gjennom SessionVaults egen dialog og velg Tillat, eller logg inn fra appen selv.")
     }
+    /// The app asked again within two minutes of the person's No (GrantCheck.askAgainAfter): not asked again yet.
+    public static func appDeniedRecently(_ app: String) -> LocalizedText {
+        LocalizedText(
+            en: "You said no to ‘\(shown(app))’ using this login a moment ago, so you were not asked again. If you want to allow it, open the app again in two minutes and choose Allow.",
+            nb: "Du sa nei til at «\(shown(app))» kan bruke denne innloggingen for et øyeblikk siden, så du ble ikke spurt igjen. Vil du tillate det, åpne appen igjen om to minutter og velg Tillat.")
+    }
     /// The question of the grant dialog. `app` is already labelled (`appLabel`).
     public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
         let provider = shown(provider)

@@ -44,18 +44,28 @@ final class AppGrantUnitTests: XCTestCase {
         }
     }
 
+    /// A vault on `clock` where Aktivitetslogg imported `accounts` (tokens T1, T2, …): it is their owner.
+    func ownersVault(_ fx: VaultFixture, _ clock: TestClock, accounts: [String]) async throws -> (Vault, App) {
+        let vault = try fx.vault([], clock: clock)
+        let owner = App("org.example.Aktivitetslogg")
+        for (i, account) in accounts.enumerated() {
+            _ = try await vault.importSession(importRequest(account: account, token: "T\(i + 1)"), conversation: owner)
+        }
+        return (vault, owner)
+    }
+
     func testTheImporterIsGrantedOthersAreAskedAndOnlyAllowIsRemembered() async throws {
         let fx = try VaultFixture()
         defer { fx.cleanup() }
-        let vault = try fx.vault([])
-        let owner = App("org.example.Aktivitetslogg")
-        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: owner)
+        let clock = TestClock()
+        let (vault, owner) = try await ownersVault(fx, clock, accounts: ["kari"])
         _ = try await vault.release(account: "kari", conversation: owner)
         XCTAssertTrue(owner.asked.withLock { $0 }.isEmpty)
 
         let other = App("org.example.Timeliste", answers: [.deny, .once, nil, .allow])
         let deny = await code { _ = try await vault.release(account: "kari", conversation: other) }
         XCTAssertEqual(deny, .appNotAllowed)
+        clock.advance(GrantCheck.askAgainAfter)  // asked again only after a while (testAnAppSaidNoToIsNotAskedAgainAtOnce)
         _ = try await vault.release(account: "kari", conversation: other)          // only this time
         let again = await code { _ = try await vault.release(account: "kari", conversation: other) }
         XCTAssertEqual(again, .appNotAllowed, "Only this time is not remembered; no dialog → refused")
@@ -83,6 +93,41 @@ final class AppGrantUnitTests: XCTestCase {
         XCTAssertEqual(asked.asked.withLock { $0.count }, 1)
         let outcomes = try reopened.audit.entries().filter { $0.event == "grant" }.map(\.outcome)
         XCTAssertEqual(outcomes, ["allow", "deny", "once", "no_dialog", "allow", "revoked", "no_dialog"])
+    }
+
+    /// An app that asks in a loop after the person said no is refused without
+    /// a dialog until a while has passed: persistence must not wear the person
+    /// down into choosing Allow. Only that app, about that account.
+    func testAnAppSaidNoToIsNotAskedAgainAtOnce() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let clock = TestClock()
+        let (vault, _) = try await ownersVault(fx, clock, accounts: ["kari", "ola"])
+        let pushy = App("org.example.Pushy", answers: [.deny, .deny, .allow])
+        for _ in 0..<50 {
+            let refused = await code { _ = try await vault.release(account: "kari", conversation: pushy) }
+            XCTAssertEqual(refused, .appNotAllowed)
+        }
+        XCTAssertEqual(pushy.asked.withLock { $0.count }, 1, "asked once, then refused without a dialog")
+        let outcomes = try vault.audit.entries().filter { $0.event == "grant" }.map(\.outcome)
+        XCTAssertEqual(outcomes.filter { $0 == "asked_recently" }.count, 1, "the refusals in a loop are counted, not each written: \(outcomes)")
+        do {
+            _ = try await vault.release(account: "kari", conversation: pushy)
+        } catch {
+            XCTAssertEqual(error.message, Messages.appDeniedRecently("org.example.Pushy"))
+        }
+        // Another account is another question; another app is asked as usual.
+        _ = await code { _ = try await vault.release(account: "ola", conversation: pushy) }
+        XCTAssertEqual(pushy.asked.withLock { $0.count }, 2)
+        let other = App("org.example.Timeliste", answers: [.once])
+        _ = try await vault.release(account: "kari", conversation: other)
+
+        clock.advance(GrantCheck.askAgainAfter - 1)
+        _ = await code { _ = try await vault.release(account: "kari", conversation: pushy) }
+        XCTAssertEqual(pushy.asked.withLock { $0.count }, 2, "not yet")
+        clock.advance(1)
+        let released = try await vault.release(account: "kari", conversation: pushy)
+        XCTAssertEqual(released.accessToken, "at-T1", "asked again, and Allow")
     }
 
     func testAGrantRowCopiedToAnotherIdOrEditedGrantsNothing() async throws {

@@ -79,6 +79,8 @@ class TestAppGrants(FakePinentryTestCase):
     """Flatpak-like sandboxes (bubblewrap) and the grant dialog (scripted pinentry)."""
 
     PINENTRY_CONFIG = "prompt_timeout = 10\n"
+    # After a No the same app is not asked again for two minutes: the test moves time on.
+    MOVABLE_CLOCK = True
 
     @classmethod
     def setUpClass(cls):
@@ -176,6 +178,7 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertIn("SETDESC Allow ‘%s’ to use your BankID session?%%0A%%0AAllowed now: %s." % (OTHER, APP), dialog)
         for button in ("SETOK Allow", "SETNOTOK Only this time", "SETCANCEL Deny"):
             self.assertIn(button, dialog)
+        self.after_a_no()
 
         # Only this time: this release, and the next one is asked again.
         self.script("notok")
@@ -184,6 +187,7 @@ class TestAppGrants(FakePinentryTestCase):
         self.script("cancel")
         self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
         self.assertNotIn(OTHER, self.grants())
+        self.after_a_no()
 
         # Allow: remembered; no dialog the next time.
         self.script("ok")
@@ -201,6 +205,7 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertEqual(self.sandboxed(OTHER, "session").get("error"), "app_not_allowed")
         self.assertEqual(len(self.dialogs()), shown + 1)
         self.assertIn("ok", self.sandboxed(APP, "session"))
+        self.after_a_no()
 
         # A sandboxed app sees and takes back only its own grants.
         self.script("ok")
@@ -219,6 +224,7 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertIn("har ikke lov til å bruke den innloggingen", nb["message"])
         self.assertIn("SETOK Tillat", self.dialogs()[-1])
         self.assertTrue(any(l.startswith("SETDESC Vil du la «%s» bruke BankID-økten din?" % OTHER) for l in self.dialogs()[-1]))
+        self.after_a_no()
 
         # Without a dialog (a client that did not let vaultd ask): refused with the sentence, no dialog.
         shown = len(self.dialogs())
@@ -241,6 +247,32 @@ class TestAppGrants(FakePinentryTestCase):
         ])
         releases = {(e["detail"].get("app"), e["detail"].get("app_kind")) for e in self.audit() if e["event"] == "release" and kari(e)}
         self.assertEqual(releases, {(APP, "flatpak"), (OTHER, "flatpak")})
+
+    def after_a_no(self):
+        """Time passes after a Deny: within two minutes the app would not be asked again
+        (test_an_app_said_no_to_is_not_asked_again_at_once)."""
+        self.vaultd.move_clock(121)
+
+    def test_an_app_said_no_to_is_not_asked_again_at_once(self):
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="liv"))
+        self.addCleanup(self.vaultctl, "logout", "liv")
+        self.script("cancel")
+        self.assertEqual(self.sandboxed(OTHER, "session", account="liv").get("error"), "app_not_allowed")
+        shown = len(self.dialogs())
+        # Asking again at once, in a loop: refused without a dialog, in plain words.
+        self.script("ok", "ok", "ok")
+        for lang, words in (("en", "You said no to ‘%s’ using this login a moment ago" % OTHER),
+                            ("nb", "Du sa nei til at «%s» kan bruke denne innloggingen" % OTHER)):
+            refused = self.sandboxed(OTHER, "session", account="liv", lang=lang)
+            self.assertEqual(refused.get("error"), "app_not_allowed", refused)
+            self.assertIn(words, refused["message"])
+        self.assertEqual(len(self.dialogs()), shown, "not asked again at once")
+        self.assertNotIn("liv", self.grants().get(OTHER, {}).get("accounts", []))
+        # Two minutes on, it is asked again.
+        self.vaultd.move_clock(121)
+        self.assertEqual(self.sandboxed(OTHER, "session", account="liv").get("ok", {}).get("access_token"), "AT-liv")
+        self.assertEqual(len(self.dialogs()), shown + 1)
 
     def watcher(self, app_id):
         """A sandboxed app watching vault events; its stdout yields them, one JSON line each."""

@@ -54,8 +54,9 @@ def cannot_run_here(reason):
 class Vaultd:
     """A private vaultd in a temporary directory."""
 
-    def __init__(self, config=""):
+    def __init__(self, config="", movable_clock=False):
         self.dir = tempfile.mkdtemp(prefix="sv-pytest-")
+        self.clock_path = os.path.join(self.dir, "clock-offset")
         self.socket = os.path.join(self.dir, "run", "vault.sock")
         self.log_path = os.path.join(self.dir, "vaultd.log")
         config_path = os.path.join(self.dir, "config.toml")
@@ -67,6 +68,9 @@ class Vaultd:
         env.pop("SESSIONVAULT_DATA_DIR", None)
         # The organization's file: none (never the machine's /etc/sessionvault).
         env["SESSIONVAULT_SYSTEM_CONFIG"] = os.path.join(self.dir, "system-config.toml")
+        if movable_clock:
+            # A debug build's clock, moved by `move_clock` (DaemonClock.swift).
+            env["SESSIONVAULT_TEST_CLOCK_FILE"] = self.clock_path
         try:
             self.proc = subprocess.Popen(
                 [VAULTD, "--keyring=file", "--data-dir", os.path.join(self.dir, "data"),
@@ -81,6 +85,16 @@ class Vaultd:
         except BaseException:
             self.stop(check=False)
             raise
+
+    def move_clock(self, seconds):
+        """Moves vaultd's clock forward (a debug build started with movable_clock)."""
+        try:
+            with open(self.clock_path) as f:
+                now = int(f.read().strip() or 0)
+        except FileNotFoundError:
+            now = 0
+        with open(self.clock_path, "w") as f:
+            f.write("%d\n" % (now + seconds))
 
     def _wait_ready(self):
         deadline = time.monotonic() + START_TIMEOUT
@@ -186,12 +200,13 @@ class Prompter:
 
 class VaultdTestCase(unittest.TestCase):
     CONFIG = ""
+    MOVABLE_CLOCK = False
 
     @classmethod
     def setUpClass(cls):
         if not os.access(VAULTD, os.X_OK):
             raise cannot_run_here("vaultd not found at %s (set VAULTD)" % VAULTD)
-        cls.vaultd = Vaultd(cls.CONFIG)
+        cls.vaultd = Vaultd(cls.CONFIG, movable_clock=cls.MOVABLE_CLOCK)
         cls.addClassCleanup(cls.vaultd.stop)
 
     def setUp(self):
