@@ -106,6 +106,9 @@ struct AppGrants {
         byID.values.filter { $0.account == account }.map(\.app).sorted { $0.key < $1.key }
     }
 
+    /// How many accounts `app` is granted.
+    func accountCount(of app: AppIdentity) -> Int { byID.values.reduce(0) { $0 + ($1.app == app ? 1 : 0) } }
+
     var all: [AppGrant] { byID.values.sorted { ($0.app.key, $0.account) < ($1.app.key, $1.account) } }
 
     func row(_ grant: AppGrant, id: String, now: Int64) throws -> GrantRow {

@@ -52,14 +52,30 @@ enum ImportCheck: Equatable {
     /// An unconfined app replacing an account that is not its own: the person is asked.
     case ask
 
+    /// How many accounts one sandboxed app may keep (those it is granted).
+    /// An app inside a sandbox must not be able to grow the person's store,
+    /// and the audit log with it, without end through vaultd; one app with
+    /// more logins than this is not a thing a person has.
+    static let maxAccountsPerSandboxedApp = 20
+    /// Imports by one confined app a minute (`Vault.importRateLimiter`):
+    /// replacing its own account on every token refresh fits easily.
+    static let confinedImportsPerMinute = 10
+
     /// `replacing`: a session is stored under the account already.
-    init(requester: Requester, replacing: Bool, perApp: Bool, isGranted: (AppIdentity) -> Bool) {
+    /// `accountsHeld`: how many accounts an app is granted now.
+    init(requester: Requester, replacing: Bool, perApp: Bool, isGranted: (AppIdentity) -> Bool,
+         accountsHeld: (AppIdentity) -> Int = { _ in 0 }) {
         // An unidentified peer could be anyone: not even a new account.
         if requester.trust == .unidentified {
             self = .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp, app: nil)
             return
         }
         guard replacing else {
+            if let app = requester.sandboxedApp, accountsHeld(app) >= Self.maxAccountsPerSandboxedApp {
+                self = .refused(outcome: "too_many_accounts",
+                                message: Messages.tooManyAccounts(app.shortName, limit: Self.maxAccountsPerSandboxedApp), app: app)
+                return
+            }
             self = .allowed
             return
         }

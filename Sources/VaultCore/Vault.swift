@@ -24,6 +24,8 @@ public actor Vault {
     /// The member registry: reviews logins, adds organization and role claims.
     let members: any MemberDirectory
     var rateLimiter = LoginRateLimiter()
+    /// Imports by confined apps, per app (`checkImportOver`).
+    var importRateLimiter = LoginRateLimiter(limit: ImportCheck.confinedImportsPerMinute, window: 60)
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
     /// The session records, sealed and opened, and the rotations the store
@@ -295,8 +297,14 @@ public actor Vault {
     func checkImportOver(_ account: String, _ conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
         let existing = table.id(forAccount: account).flatMap { table.entry($0) }
+        // A confined app's imports are limited in rate, new or not: each is a durable write.
+        if requester.isConfined, let wait = importRateLimiter.admit(requester.app?.key ?? "unidentified", now: now()) {
+            audit.record("import", outcome: "rate_limited", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
+            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
+        }
         switch ImportCheck(requester: requester, replacing: existing != nil, perApp: config.perApp,
-                           isGranted: { grants.allows($0, account: account) }) {
+                           isGranted: { grants.allows($0, account: account) },
+                           accountsHeld: { grants.accountCount(of: $0) }) {
         case .allowed:
             return
         case .refused(let outcome, let message, let app):

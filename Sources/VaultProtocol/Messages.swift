@@ -773,6 +773,12 @@ extension Messages {
     public static let importNotYours = LocalizedText(
         en: "This app may not replace a login that belongs to another app. Log in from the app itself, or let the app ask through SessionVault's own dialog.",
         nb: "Denne appen kan ikke erstatte en innlogging som tilhører en annen app. Logg inn fra appen selv, eller la appen spørre gjennom SessionVaults egen dialog.")
+    /// A sandboxed app importing one account more than it may keep (ImportCheck.maxAccountsPerSandboxedApp).
+    public static func tooManyAccounts(_ app: String, limit: Int) -> LocalizedText {
+        LocalizedText(
+            en: "‘\(shown(app))’ already keeps \(limit) logins in SessionVault, the most one app may. Log out of one it no longer needs in SessionVault's settings (in your apps menu), then try again.",
+            nb: "«\(shown(app))» har allerede \(limit) innlogginger i SessionVault, det meste én app kan ha. Logg ut av en den ikke lenger trenger i innstillingene til SessionVault (i appmenyen), og prøv igjen.")
+    }
     /// `import` over another app's session, asked of the person.
     public static func replaceSession(_ name: String, provider: String) -> LocalizedText {
         let name = shown(name), provider = shown(provider)

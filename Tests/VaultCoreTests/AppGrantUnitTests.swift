@@ -130,6 +130,64 @@ final class AppGrantUnitTests: XCTestCase {
         XCTAssertEqual(released.accessToken, "at-T1", "asked again, and Allow")
     }
 
+    /// A sandboxed app cannot grow the person's store (and audit log) without
+    /// end through vaultd: at most 20 accounts, at most 10 imports a minute.
+    /// Replacing its own account stays possible; an unsandboxed one is not limited.
+    func testASandboxedAppImportsAtMostTwentyAccountsTenAMinute() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let clock = TestClock()
+        let vault = try fx.vault([], clock: clock)
+        let hoarder = App("org.example.Hoarder")
+        func importing(_ account: String) async -> ErrorCode? {
+            await code { _ = try await vault.importSession(importRequest(account: account, token: account), conversation: hoarder) }
+        }
+        for i in 0..<ImportCheck.confinedImportsPerMinute {
+            let refused = await importing("acct-\(i)")
+            XCTAssertNil(refused)
+        }
+        let eleventh = await importing("acct-10")
+        XCTAssertEqual(eleventh, .rateLimited, "ten imports a minute")
+        do {
+            _ = try await vault.importSession(importRequest(account: "acct-10", token: "x"), conversation: hoarder)
+        } catch {
+            XCTAssertNotNil(error.extra["retry_after"]?.intValue)
+        }
+        for i in 10..<ImportCheck.maxAccountsPerSandboxedApp {
+            if i % ImportCheck.confinedImportsPerMinute == 0 { clock.advance(60) }
+            let refused = await importing("acct-\(i)")
+            XCTAssertNil(refused)
+        }
+        clock.advance(60)
+        let tooMany = await importing("one-more")
+        XCTAssertEqual(tooMany, .appNotAllowed, "twenty accounts at most")
+        do {
+            _ = try await vault.importSession(importRequest(account: "one-more", token: "x"), conversation: hoarder)
+        } catch {
+            XCTAssertEqual(error.message, Messages.tooManyAccounts("org.example.Hoarder", limit: ImportCheck.maxAccountsPerSandboxedApp))
+        }
+        let stored = await vault.accounts().map(\.account)
+        XCTAssertFalse(stored.contains("one-more"))
+        let own = await importing("acct-0")
+        XCTAssertNil(own, "its own account can be replaced")
+        _ = try await vault.logout(account: "acct-1", all: false, requester: hoarder.requester)
+        let afterLogout = await importing("one-more")
+        XCTAssertNil(afterLogout, "room again after a logout")
+
+        // vaultctl, outside any sandbox, is not limited.
+        let vaultctl = App("/usr/bin/vaultctl", kind: .executable)
+        for i in 0..<(ImportCheck.confinedImportsPerMinute + 5) {
+            _ = try await vault.importSession(importRequest(account: "mine-\(i)", token: "\(i)"), conversation: vaultctl)
+        }
+        let count = await vault.accounts().count
+        XCTAssertEqual(count, ImportCheck.maxAccountsPerSandboxedApp + ImportCheck.confinedImportsPerMinute + 5)
+        // Each refusal audited once; the second of each (the same again at once) counted with it.
+        let imports = try vault.audit.entries().filter { $0.event == "import" }
+        for outcome in ["rate_limited", "too_many_accounts"] {
+            XCTAssertEqual(imports.filter { $0.outcome == outcome && !$0.detail.contains("repeated") }.count, 1, outcome)
+        }
+    }
+
     func testAGrantRowCopiedToAnotherIdOrEditedGrantsNothing() async throws {
         let fx = try VaultFixture()
         defer { fx.cleanup() }

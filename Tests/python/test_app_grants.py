@@ -248,6 +248,26 @@ class TestAppGrants(FakePinentryTestCase):
         releases = {(e["detail"].get("app"), e["detail"].get("app_kind")) for e in self.audit() if e["event"] == "release" and kari(e)}
         self.assertEqual(releases, {(APP, "flatpak"), (OTHER, "flatpak")})
 
+    def test_a_sandboxed_app_keeps_at_most_twenty_accounts_imported_ten_a_minute(self):
+        hoarder = "org.example.Hoarder"
+        self.script()
+        for i in range(25):
+            self.addCleanup(subprocess.run, [VAULTCTL, "logout", "h%d" % i, "--socket", self.vaultd.socket,
+                                             "--non-interactive"], capture_output=True, timeout=30)
+        for i in range(10):
+            self.assertIn("ok", self.sandboxed(hoarder, "import", account="h%d" % i))
+        limited = self.sandboxed(hoarder, "import", account="h10")
+        self.assertEqual(limited.get("error"), "rate_limited", limited)
+        self.vaultd.move_clock(61)
+        for i in range(10, 20):
+            self.assertIn("ok", self.sandboxed(hoarder, "import", account="h%d" % i))
+        self.vaultd.move_clock(61)
+        refused = self.sandboxed(hoarder, "import", account="h20")
+        self.assertEqual(refused.get("error"), "app_not_allowed", refused)
+        self.assertIn("already keeps 20 logins in SessionVault", refused["message"])
+        self.assertEqual(sorted(self.grants()[hoarder]["accounts"]), sorted("h%d" % i for i in range(20)))
+        self.assertIn("ok", self.sandboxed(hoarder, "import", account="h3"), "its own account can be replaced")
+
     def after_a_no(self):
         """Time passes after a Deny: within two minutes the app would not be asked again
         (test_an_app_said_no_to_is_not_asked_again_at_once)."""
