@@ -57,9 +57,10 @@ enum ImportCheck: Equatable {
     /// and the audit log with it, without end through vaultd; one app with
     /// more logins than this is not a thing a person has.
     static let maxAccountsPerSandboxedApp = 20
-    /// Imports by one confined app a minute (`Vault.importRateLimiter`):
-    /// replacing its own account on every token refresh fits easily.
-    static let confinedImportsPerMinute = 10
+    /// Durable changes (`import`, `context`) by one confined app a minute
+    /// (`Vault.confinedWrites`): replacing its own account on every token
+    /// refresh fits easily.
+    static let confinedWritesPerMinute = 10
 
     /// `replacing`: a session is stored under the account already.
     /// `accountsHeld`: how many accounts an app is granted now.

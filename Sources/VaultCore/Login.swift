@@ -224,6 +224,9 @@ extension Vault {
         let picked = try table.releaseView(account: account, requester: requester)
         let (id, entry) = (picked.id, picked.entry)
         guard mayView(entry.meta.account, requester) else { throw VaultFailure(.noSession) }
+        // The one in use already: nothing to write (an app that sets it on every start writes nothing).
+        if entry.meta.organizations.active == org { return entry.meta.claims }
+        try admitConfinedWrite("context", account: entry.meta.account, requester)
         let added = try await members.setActiveOrganization(org, provider: entry.meta.provider, subject: entry.meta.subject)
         var meta = entry.meta
         for (k, v) in added { meta.claims[k] = v }

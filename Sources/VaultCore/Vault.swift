@@ -24,8 +24,9 @@ public actor Vault {
     /// The member registry: reviews logins, adds organization and role claims.
     let members: any MemberDirectory
     var rateLimiter = LoginRateLimiter()
-    /// Imports by confined apps, per app (`checkImportOver`).
-    var importRateLimiter = LoginRateLimiter(limit: ImportCheck.confinedImportsPerMinute, window: 60)
+    /// Durable changes a confined app asks for (`import`, `context`), per app:
+    /// each is a commit, so an app in a loop is slowed down (`admitConfinedWrite`).
+    var confinedWrites = LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60)
     /// One refresh per session at a time; everyone else awaits the same task.
     var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
     /// The session records, sealed and opened, and the rotations the store
@@ -297,11 +298,7 @@ public actor Vault {
     func checkImportOver(_ account: String, _ conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
         let existing = table.id(forAccount: account).flatMap { table.entry($0) }
-        // A confined app's imports are limited in rate, new or not: each is a durable write.
-        if requester.isConfined, let wait = importRateLimiter.admit(requester.app?.key ?? "unidentified", now: now()) {
-            audit.record("import", outcome: "rate_limited", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
-            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
-        }
+        try admitConfinedWrite("import", account: account, requester)
         switch ImportCheck(requester: requester, replacing: existing != nil, perApp: config.perApp,
                            isGranted: { grants.allows($0, account: account) },
                            accountsHeld: { grants.accountCount(of: $0) }) {
@@ -323,6 +320,14 @@ public actor Vault {
             throw failure(from: error)
         }
         guard yes else { throw VaultFailure(.cancelled) }
+    }
+
+    /// A confined app's durable changes are limited in rate, new or not
+    /// (ImportCheck.confinedWritesPerMinute); others are not.
+    func admitConfinedWrite(_ event: String, account: String, _ requester: Requester) throws(VaultFailure) {
+        guard requester.isConfined, let wait = confinedWrites.admit(requester.app?.key ?? "unidentified", now: now()) else { return }
+        audit.record(event, outcome: "rate_limited", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
+        throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their

@@ -142,7 +142,7 @@ final class AppGrantUnitTests: XCTestCase {
         func importing(_ account: String) async -> ErrorCode? {
             await code { _ = try await vault.importSession(importRequest(account: account, token: account), conversation: hoarder) }
         }
-        for i in 0..<ImportCheck.confinedImportsPerMinute {
+        for i in 0..<ImportCheck.confinedWritesPerMinute {
             let refused = await importing("acct-\(i)")
             XCTAssertNil(refused)
         }
@@ -154,7 +154,7 @@ final class AppGrantUnitTests: XCTestCase {
             XCTAssertNotNil(error.extra["retry_after"]?.intValue)
         }
         for i in 10..<ImportCheck.maxAccountsPerSandboxedApp {
-            if i % ImportCheck.confinedImportsPerMinute == 0 { clock.advance(60) }
+            if i % ImportCheck.confinedWritesPerMinute == 0 { clock.advance(60) }
             let refused = await importing("acct-\(i)")
             XCTAssertNil(refused)
         }
@@ -176,11 +176,11 @@ final class AppGrantUnitTests: XCTestCase {
 
         // vaultctl, outside any sandbox, is not limited.
         let vaultctl = App("/usr/bin/vaultctl", kind: .executable)
-        for i in 0..<(ImportCheck.confinedImportsPerMinute + 5) {
+        for i in 0..<(ImportCheck.confinedWritesPerMinute + 5) {
             _ = try await vault.importSession(importRequest(account: "mine-\(i)", token: "\(i)"), conversation: vaultctl)
         }
         let count = await vault.accounts().count
-        XCTAssertEqual(count, ImportCheck.maxAccountsPerSandboxedApp + ImportCheck.confinedImportsPerMinute + 5)
+        XCTAssertEqual(count, ImportCheck.maxAccountsPerSandboxedApp + ImportCheck.confinedWritesPerMinute + 5)
         // Each refusal audited once; the second of each (the same again at once) counted with it.
         let imports = try vault.audit.entries().filter { $0.event == "import" }
         for outcome in ["rate_limited", "too_many_accounts"] {

@@ -85,6 +85,42 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(next.meta.claims["org"], "tromso")
     }
 
+    /// Choosing the organization already in use writes nothing, and a
+    /// sandboxed app switching back and forth is slowed down: each switch is
+    /// a commit of the session and an audit entry.
+    func testTheOrganizationInUseWritesNothingAndASandboxedAppIsSlowedDown() async throws {
+        let members = TwoOrganizations()
+        let clock = TestClock()
+        let vault = try Vault(store: fx.store, deviceKey: fx.deviceKey, factors: [pin], config: VaultConfig(idleTimeout: 0),
+                              logger: VaultFixture.logger, providers: FakeDirectory(providers: [FakeIdentityProvider()]),
+                              members: members, clock: clock.reading)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(choices: ["tromso"]))
+        let app = Requester(pid: 77, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Switcher"))
+        _ = try await vault.allowApp("flatpak:org.example.Switcher", account: "bankid", requester: .inProcess)
+        func contexts() throws -> Int { try vault.audit.entries().filter { $0.event == "context" && $0.outcome == "ok" }.count }
+        let before = try contexts()
+        for _ in 0..<20 { _ = try await vault.setActiveOrganization("tromso", account: "bankid", requester: app) }
+        XCTAssertEqual(try contexts(), before, "the one in use: nothing written")
+
+        var refused: VaultFailure?
+        for i in 0..<(ImportCheck.confinedWritesPerMinute + 1) {
+            do {
+                _ = try await vault.setActiveOrganization(i % 2 == 0 ? "oslo" : "tromso", account: "bankid", requester: app)
+            } catch {
+                refused = error
+            }
+        }
+        XCTAssertEqual(refused?.code, .rateLimited)
+        XCTAssertEqual(try contexts(), before + ImportCheck.confinedWritesPerMinute)
+        clock.advance(60)
+        _ = try await vault.setActiveOrganization("oslo", account: "bankid", requester: app)
+        // vaultctl (unsandboxed) is not slowed down.
+        let vaultctl = Requester(pid: 78, uid: 0, app: AppIdentity(kind: .executable, name: "/usr/bin/vaultctl"))
+        for i in 0..<(ImportCheck.confinedWritesPerMinute + 2) {
+            _ = try await vault.setActiveOrganization(i % 2 == 0 ? "tromso" : "oslo", account: "bankid", requester: vaultctl)
+        }
+    }
+
     /// A login cancelled on the way (the browser's wait, or in the browser)
     /// says so in the seeds' words and offers the choice again (seed 003);
     /// the next choice logs in, and Cancel there ends it as `cancelled`.
