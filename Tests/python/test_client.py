@@ -437,6 +437,21 @@ class TestProtocol(VaultdTestCase):
         self.assertIsInstance(result["server"], str)
         self.assertTrue(result["server"])
 
+    def test_greet_goes_with_the_first_request_in_one_write(self):
+        with self.vaultd.client() as c:
+            writes = []
+            send_line = c.send_line  # one sendall per call
+            c.send_line = lambda line: (writes.append(line.encode() + b"\n"), send_line(line))[1]
+            c.greet("pytest", lang="nb")
+            self.assertIsNone(c.server, "nothing is sent before the first request")
+            with self.assertRaises(VaultError) as e:
+                c.call("frobnicate")
+            self.assertEqual(len(writes), 1, "hello and the request in one write")
+            self.assertEqual(writes[0].count(b"\n"), 2)
+            self.assertEqual(c.server["version"], 1, "hello's answer was read")
+            self.assertIn("Ukjent", e.exception.message, "the request was served in the hello's language")
+            self.assertTrue(c.status()["factors"], "the connection goes on as after hello")
+
     def test_status_shape(self):
         status = self.client().status()
         self.assertIs(status["locked"], False)

@@ -148,6 +148,8 @@ class VaultClient:
         self._answer_ids = set()  # ids of our own `answer` requests (their ok replies are dropped)
         self._events = collections.deque()  # vault events (after `watch`) read while waiting for an answer
         self._closed = False
+        self._greeting = None  # (id, line) of a `greet` not sent yet
+        self._greeted = None  # its id, sent, answer not read yet
         if connect:
             self.connect()
 
@@ -224,14 +226,32 @@ class VaultClient:
         prompt event or sees a PIN; it just waits for the answer. The result then
         has ``"prompter": "vault"`` (an older vaultd leaves it out).
         """
+        result = self.call("hello", **self._hello_fields(client, lang, interactive, prompter))
+        self.server = result
+        return result
+
+    def greet(self, client, lang="en", interactive=False, prompter=None):
+        """``hello``, sent with the next request instead of before it: both lines
+        go out in one write and both answers come back together, so an app that
+        connects for one request waits one round trip, not two. vaultd takes a
+        connection's lines in order, so the request is served in this hello's
+        language and mode. ``self.server`` is set when the answers arrive; a
+        refused hello is raised by that request's ``call``.
+        """
+        fields = self._hello_fields(client, lang, interactive, prompter)
+        request_id = next(self._ids)
+        message = {"id": request_id, "op": "hello"}
+        message.update(fields)
+        self._greeting = (request_id, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+
+    @staticmethod
+    def _hello_fields(client, lang, interactive, prompter):
         fields = dict(version=PROTOCOL_VERSION, client=client, lang=lang, interactive=bool(interactive))
         if prompter is not None:
             fields["prompter"] = prompter
             if prompter == "vault":
                 fields.update(display_fields())
-        result = self.call("hello", **fields)
-        self.server = result
-        return result
+        return fields
 
     def call(self, op, **fields):
         """Send one request and wait for its answer: the ``result`` dict, or raises VaultError."""
@@ -244,11 +264,20 @@ class VaultClient:
         request_id = next(self._ids)
         message = {"id": request_id, "op": op}
         message.update(fields)
-        self.send_line(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        line = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        if self._greeting is not None:
+            self._greeted, greeting = self._greeting
+            self._greeting = None
+            line = greeting + "\n" + line
+        self.send_line(line)
         return request_id
 
     def wait(self, request_id):
         """Wait for the answer to ``request_id``; returns its result or raises VaultError."""
+        if self._greeted is not None:
+            # A `greet`'s hello went with the first request: its answer comes first.
+            greeted, self._greeted = self._greeted, None
+            self.server = self._unwrap(self._next_for(greeted))
         response = self._next_for(request_id)
         return self._unwrap(response)
 
