@@ -3,12 +3,15 @@
 
 Run inside a private session bus on an X display (DesktopPromptTests does):
     dbus-run-session -- /usr/bin/python3 dialog_a11y.py
-with DISPLAY, VAULTD, VAULTCTL and VAULT_FPSTUB set, and PINENTRY (default pinentry-gtk-2).
+with DISPLAY, VAULTD, VAULTCTL and VAULT_FPSTUB set, and PINENTRY (default pinentry-gtk-2);
+or on a Wayland compositor alone, with WAYLAND_DISPLAY (and XDG_RUNTIME_DIR) and no DISPLAY.
 
 Starts the accessibility bus, a vaultd whose dialogs use PINENTRY, a locked
 vault; an app asks for its session with prompter="vault" (lang en, then nb);
-reads the dialog's accessible tree; types the PIN with xdotool (on Wayland
-alone, with WAYLAND_DISPLAY and no DISPLAY, it only reads). Prints one
+reads the dialog's accessible tree; types the PIN and presses keys: with
+xdotool on X, through mutter's RemoteDesktop on GNOME's compositor
+(wayland_keys.py; REMOTE_DESKTOP_BUS names mutter's bus). On another Wayland
+compositor (weston) nothing can type, and it only reads. Prints one
 "CHECK <ok|FAIL> <what>" line per check and exits 1 if any failed.
 Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
 """
@@ -22,7 +25,7 @@ import threading
 import time
 
 import pyatspi
-from atspi_wait import wait_for_registry
+from atspi_wait import all_nodes, wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"))
@@ -34,9 +37,13 @@ PINENTRY = os.environ.get("PINENTRY", "/usr/bin/pinentry-gtk-2")
 # in it, paste allowed, buttons with mnemonics.
 OWN = os.path.basename(PINENTRY) == "sessionvault-pinentry"
 # On a Wayland compositor alone (WAYLAND_DISPLAY, no DISPLAY): the tree is read as
-# on X, but nothing here can type into another program's window (xdotool is X11's,
-# weston offers no virtual keyboard), so each dialog is left to time out instead.
+# on X. xdotool is X11's; on GNOME's mutter the keys go through its RemoteDesktop
+# interface instead (KEYS, set in main). Elsewhere (weston offers no virtual
+# keyboard) nothing can type into another program's window, so each dialog is
+# only read and left to time out (READ_ONLY).
 WAYLAND = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
+KEYS = None
+READ_ONLY = WAYLAND
 failures = 0
 
 
@@ -45,6 +52,22 @@ def check(ok, what):
     print("CHECK %s %s" % ("ok" if ok else "FAIL", what), flush=True)
     if not ok:
         failures += 1
+
+
+def keypress(spec):
+    """A key pressed and released, named as xdotool names it ("Return", "alt+c")."""
+    if KEYS is not None:
+        KEYS.key(spec)
+    else:
+        subprocess.run(["xdotool", "key", spec])
+
+
+def type_text(text):
+    """`text` typed into the focused window, one key at a time."""
+    if KEYS is not None:
+        KEYS.type_text(text)
+    else:
+        subprocess.run(["xdotool", "type", "--delay", "40", text])
 
 
 def tree(node, depth=0, out=None):
@@ -162,20 +185,20 @@ def walk_login(work, config, env):
         names, focused = choices(nodes)
         check(names == ["Cancel", "Use Demo BankID", "Use Demo Vipps"], "login: each provider is a named button (%r)" % names)
         check(focused == ["Use Demo BankID"], "login: focus starts on the first provider (%r)" % focused)
-        subprocess.run(["xdotool", "key", "Return"])
+        keypress("Return")
         nodes = dialog_tree("in your browser")
         check(nodes is not None, "login: Enter chose Demo BankID and the browser's wait is in the accessible tree")
         names, focused = choices(nodes)
         check(names == ["Cancel"] and focused == ["Cancel"], "login: the wait's one button, Cancel, is named and focused (%r, %r)"
               % (names, focused))
-        subprocess.run(["xdotool", "key", "alt+c"])
+        keypress("alt+c")
         nodes = dialog_tree("was cancelled", timeout=10)
         said = [n["name"] for n in nodes or [] if n["role"] in ("label", "alert") and "was cancelled" in n["name"]]
         check(any("Demo BankID login was cancelled" in l for l in said),
               "login: Alt+C ended the wait at once and the next dialog says so (%r)" % said)
         names, _ = choices(nodes)
         check("Use Demo Vipps" in names, "login: and offers the providers again (%r)" % names)
-        subprocess.run(["xdotool", "key", "Escape"])
+        keypress("Escape")
         t.join(40)
         check(result.get("error") == "cancelled", "login: Escape on the choice cancels the login (%r)" % result)
 
@@ -187,7 +210,7 @@ def walk_login(work, config, env):
         print("OFFER %r focused=%r" % (names, focused), flush=True)
         check("Turn on" in names and "Not now" in names, "offer: its answers are named buttons (%r)" % names)
         check(focused == ["Turn on"], "offer: focus starts on Turn on (%r)" % focused)
-        subprocess.run(["xdotool", "key", "alt+n"])
+        keypress("alt+n")
         t.join(40)
         check(result.get("result", {}).get("account") is not None, "offer: Alt+N answered Not now and the app has its session (%r)"
               % {k: v for k, v in result.items() if k != "result"})
@@ -212,11 +235,11 @@ def walk_login(work, config, env):
         check(names == ["Cancel", "Use Demo BankID or Demo Vipps"], "fingerprint: Cancel and the way to the logins are named buttons (%r)"
               % names)
         check(focused == ["Use Demo BankID or Demo Vipps"], "fingerprint: focus starts on the way to the logins (%r)" % focused)
-        subprocess.run(["xdotool", "key", "Return"])
+        keypress("Return")
         nodes = dialog_tree("Use Demo Vipps", timeout=15)
         names, _ = choices(nodes)
         check("Use Demo BankID" in names and "Use Demo Vipps" in names, "fingerprint: Enter took it to the choice of login (%r)" % names)
-        subprocess.run(["xdotool", "key", "Escape"])
+        keypress("Escape")
         t.join(40)
         check(result.get("error") == "cancelled", "fingerprint: Escape there ended it without a scan (%r)" % result)
 
@@ -231,10 +254,10 @@ def walk_login(work, config, env):
         check(len(fields) == 2 and all(f["name"] or f["labelled_by"] for f in fields),
               "new PIN: two fields, each named by its label (%r)" % fields)
         check(bool(fields) and fields[0]["focused"], "new PIN: focus starts in the first field")
-        subprocess.run(["xdotool", "type", "--delay", "40", PIN])
-        subprocess.run(["xdotool", "key", "alt+t"])
-        subprocess.run(["xdotool", "type", "--delay", "40", PIN])
-        subprocess.run(["xdotool", "key", "Return"])
+        type_text(PIN)
+        keypress("alt+t")
+        type_text(PIN)
+        keypress("Return")
         t.join(60)
         check("error" not in result, "new PIN: typed, Alt+T, typed again, Enter: it is set (%r)" % result)
         factors = subprocess.run(ctl + ["factors", "--json"], capture_output=True, text=True, env=demo_ctl_env).stdout
@@ -243,6 +266,82 @@ def walk_login(work, config, env):
         vaultd.terminate()
         vaultd.wait(10)
         log.close()
+
+
+# The asking app's own window, as a person has it open when the app asks: one text field.
+APP_WINDOW = """
+import gi
+gi.require_version("Gtk", "4.0")
+from gi.repository import Gtk
+def show(app):
+    win = Gtk.ApplicationWindow(application=app, title="Aktivitetslogg")
+    win.set_child(Gtk.Entry())
+    win.present()
+app = Gtk.Application()
+app.connect("activate", show)
+app.run([])
+"""
+
+
+def app_window_state():
+    """(active, its field's text) of the app's window "Aktivitetslogg", or None while it is not there.
+    GTK 4.8 says STATE_ACTIVE (the window has the keyboard) on a frame, not on a dialog."""
+    for app in pyatspi.Registry.getDesktop(0):
+        try:
+            for win in app or []:
+                if win is not None and win.getRoleName() == "frame" and win.name == "Aktivitetslogg":
+                    fields = [n for n in all_nodes(win) if n.getRoleName() == "text"]
+                    text = fields[0].queryText().getText(0, -1) if fields else None
+                    return win.getState().contains(pyatspi.STATE_ACTIVE), text
+        except Exception:
+            continue  # an application that went away while it was read
+    return None
+
+
+def active(state):
+    """What a check line may say of app_window_state(): never the field's text."""
+    return None if state is None else state[0]
+
+
+def wait_state(predicate, timeout=15):
+    """app_window_state() once `predicate` holds for it, or the last one read after `timeout` seconds."""
+    end = time.time() + timeout
+    while True:
+        state = app_window_state()
+        if (state is not None and predicate(state)) or time.time() >= end:
+            return state
+        time.sleep(0.2)
+
+
+def over_an_app_window(socket_path, ctl, env):
+    """On Wayland the compositor, not the dialog, decides who gets the keyboard.
+    With the asking app's window open and holding the keyboard, vaultd's dialog
+    opens: it must take the keyboard (the PIN typed goes into it, none into the
+    app's field), and give it back to the app's window when it closes."""
+    subprocess.run(ctl + ["lock"], capture_output=True, env=env)
+    window = subprocess.Popen(["/usr/bin/python3", "-c", APP_WINDOW], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        state = wait_state(lambda s: s[0])
+        check(state is not None and state[0], "over an app: the app's window has the keyboard first (active: %r)" % active(state))
+        t, result = in_background(socket_path, "aktivitetslogg", "session", account="kari")
+        check(dialog_tree("Enter your PIN:") is not None, "over an app: the dialog opens over it")
+        state = wait_state(lambda s: not s[0])
+        check(state is not None and not state[0], "over an app: the app's window gave up the keyboard (active: %r)" % active(state))
+        type_text(PIN)
+        keypress("Return")
+        t.join(40)
+        check(result.get("result", {}).get("access_token") == "AT-a11y",
+              "over an app: the PIN typed went into the dialog, and the app got its session (%r)" % result.get("error"))
+        state = wait_state(lambda s: s[0])
+        check(state is not None and state[0], "over an app: the app's window has the keyboard again once the dialog closed (active: %r)"
+              % active(state))
+        # Said without the text itself: had the PIN gone there, it would not be printed.
+        check(state is not None and state[1] == "", "over an app: none of the keys reached the app's field (%s)"
+              % ("empty" if state and state[1] == "" else "NOT empty" if state else "unread"))
+    finally:
+        window.kill()
+        window.wait(10)
 
 
 def start_gcr_prompter(timeout=60):
@@ -260,6 +359,13 @@ def main():
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # Cold, the stack can keep pinentry's greeting waiting longer than vaultd waits for it.
     check(wait_for_registry(), "the accessibility registry answers")
+    global KEYS, READ_ONLY
+    if WAYLAND and os.environ.get("REMOTE_DESKTOP_BUS"):
+        # GNOME's compositor: its keyboard plugged in before any dialog opens (wayland_keys.connect).
+        import wayland_keys
+        KEYS = wayland_keys.connect()
+        READ_ONLY = KEYS is None
+        check(KEYS is not None, "Wayland: mutter's RemoteDesktop takes keys")
     # What Orca does when it starts: tells toolkits that a screen reader listens (Qt exposes
     # its widgets only then).
     subprocess.run(["dbus-send", "--session", "--dest=org.a11y.Bus", "/org/a11y/bus", "org.freedesktop.DBus.Properties.Set",
@@ -267,7 +373,7 @@ def main():
     socket_path = os.path.join(work, "run", "vault.sock")
     config = os.path.join(work, "config.toml")
     with open(config, "w") as f:
-        f.write('pinentry = "%s"\nprompt_timeout = %d\n[pin]\nargon_memory_mib = 64\n' % (PINENTRY, 5 if WAYLAND else 30))
+        f.write('pinentry = "%s"\nprompt_timeout = %d\n[pin]\nargon_memory_mib = 64\n' % (PINENTRY, 5 if READ_ONLY else 30))
     # GTK 2 loads its AT-SPI bridge only when asked; Qt 5 exposes its widgets when a screen
     # reader is on (IsEnabled above), or always with QT_LINUX_ACCESSIBILITY_ALWAYS_ON.
     env = dict(os.environ, GTK_MODULES="gail:atk-bridge", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1", HOME=work)
@@ -314,40 +420,43 @@ def main():
                 print("VERDICT %s title=%s buttons_named=%s field_named=%s" % (lang, titled, not unnamed, named_field), flush=True)
                 if OWN:
                     check(bool(field) and field[0]["focused"], "%s: focus starts in the PIN field, so Enter answers" % lang)
-            if WAYLAND:
+            if READ_ONLY:
                 t.join(40)
                 check(result.get("error") == "timeout", "%s: left alone, the dialog timed out (%r)" % (lang, result))
                 continue
             if OWN and lang == "nb":
                 # A wrong PIN: the dialog comes back with why, as an alert a screen reader says at once.
-                subprocess.run(["xdotool", "type", "--delay", "40", "000000"])
-                subprocess.run(["xdotool", "key", "Return"])
+                type_text("000000")
+                keypress("Return")
                 again = dialog_tree("Det stemte ikke")
                 alerts = [n["name"] for n in again or [] if n["role"] == "alert"]
                 check(any("Det stemte ikke" in a for a in alerts), "%s: a wrong PIN is said in an alert (%r)" % (lang, alerts))
             clipboard = None
-            if OWN and lang == "en":
+            if OWN and lang == "en" and not WAYLAND:
                 # WCAG 2.2 SC 3.3.8: a PIN may be pasted (from a password manager); no keyboard grab stops it.
                 clipboard = subprocess.Popen(["xclip", "-quiet", "-selection", "clipboard", "-i"], stdin=subprocess.PIPE,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 clipboard.stdin.write(PIN.encode())
                 clipboard.stdin.close()
                 time.sleep(0.5)
-                subprocess.run(["xdotool", "key", "ctrl+v"])
+                keypress("ctrl+v")
             else:
-                subprocess.run(["xdotool", "type", "--delay", "40", PIN])
-            subprocess.run(["xdotool", "key", "Return"])
+                type_text(PIN)
+            keypress("Return")
             t.join(40)
             if clipboard is not None:
                 clipboard.terminate()
+            how = " (the PIN pasted)" if clipboard else " (the PIN typed through mutter)" if KEYS is not None else ""
             check(result.get("result", {}).get("access_token") == "AT-a11y",
-                  "%s: the app got its session%s (%r)" % (lang, " (the PIN pasted)" if clipboard else "", result.get("error")))
-        if OWN and not WAYLAND:
+                  "%s: the app got its session%s (%r)" % (lang, how, result.get("error")))
+        if OWN and KEYS is not None:
+            over_an_app_window(socket_path, ctl, env)
+        if OWN and not READ_ONLY:
             # Every button has a mnemonic: Alt+C is Cancel.
             subprocess.run(ctl + ["lock"], capture_output=True, env=env)
             t, result = in_background(socket_path, "aktivitetslogg", "session", account="kari")
             check(dialog_tree("Enter your PIN:") is not None, "the dialog is back")
-            subprocess.run(["xdotool", "key", "alt+c"])
+            keypress("alt+c")
             t.join(40)
             check(result.get("error") == "cancelled", "Alt+C pressed Cancel (%r)" % result)
 
@@ -374,7 +483,7 @@ def main():
                 names, focused = choices(nodes)
                 check(names == ["Allow", "Deny", "Only this time"], "grant: its three choices are named buttons (%r)" % names)
                 check(focused == ["Allow"], "grant: focus starts on Allow, the main action (%r)" % focused)
-                subprocess.run(["xdotool", "key", key])
+                keypress(key)
                 got = app.communicate(timeout=40)[0].strip()
                 check(json.loads(got or "{}") == answer, "grant: %s answered %r (%r)" % (key, answer, got))
             apps = subprocess.run(ctl + ["apps", "--json"], capture_output=True, text=True, env=env).stdout
@@ -388,7 +497,7 @@ def main():
             names, focused = choices(nodes)
             check(names == ["Cancel", "No", "Yes"], "confirm: its choices are named buttons (%r)" % names)
             print("CONFIRM focused=%r" % focused, flush=True)
-            subprocess.run(["xdotool", "key", "alt+n"])
+            keypress("alt+n")
             t.join(40)
             check(result.get("error") == "cancelled", "confirm: alt+n answered No (%r)" % result)
             sessions = subprocess.run(ctl + ["sessions", "--json"], capture_output=True, text=True, env=env).stdout
@@ -403,6 +512,8 @@ def main():
                 if " warning " in line or " error " in line:
                     print("VAULTD " + line.rstrip(), flush=True)
         vaultd_log.close()
+        if KEYS is not None:
+            KEYS.close()
         launcher.terminate()
         shutil.rmtree(work, ignore_errors=True)
     print("a11y: %d failed" % failures, flush=True)
