@@ -328,6 +328,95 @@ final class DesktopPromptTests: VaultdTestCase {
         XCTAssertFalse(settings.out.contains("CHECK FAIL"), settings.out)
     }
 
+    /// GNOME's own compositor, headless: mutter (Debian 12: 43) with one virtual
+    /// monitor and no Xwayland, on a session bus of its own (where it offers
+    /// org.gnome.Mutter.RemoteDesktop, through which the scripts type); both in a
+    /// fresh runtime directory, stopped at teardown. Returns the variables a
+    /// Wayland client needs, and REMOTE_DESKTOP_BUS (the bus's address) for
+    /// Tests/desktop/wayland_keys.py.
+    func startMutter() throws -> [String: String] {
+        for tool in ["/usr/bin/mutter", "/usr/bin/dbus-daemon"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: mutter, dbus; scripts/setup installs them)")
+        }
+        let runtime = try makeTemporaryDirectory("sv-mutter", in: "/tmp")
+        chmod(runtime, 0o700)
+        // A bus of its own: mutter serves both scripts, and each script runs in a
+        // dbus-run-session of its own (so is given this bus's address to type through).
+        let bus = "unix:path=\(runtime)/bus"
+        try startServer("/usr/bin/dbus-daemon", ["--session", "--nofork", "--nopidfile", "--address=\(bus)"]) {
+            try? FileManager.default.removeItem(atPath: runtime)
+        }
+        guard waitUntil(timeout: 15, { FileManager.default.fileExists(atPath: runtime + "/bus") }) else {
+            throw IntegrationError("the session bus for mutter did not start")
+        }
+        // Stopped before the bus (teardown blocks run last-added first).
+        try startServer("/usr/bin/mutter", ["--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x1024",
+                                            "--wayland-display=sv-mutter"],
+                        environment: childEnvironment(["XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": bus]))
+        guard waitUntil(timeout: 30, { FileManager.default.fileExists(atPath: runtime + "/sv-mutter") }) else {
+            throw IntegrationError("mutter's headless compositor did not start")
+        }
+        return ["WAYLAND_DISPLAY": "sv-mutter", "XDG_RUNTIME_DIR": runtime, "REMOTE_DESKTOP_BUS": bus]
+    }
+
+    /// GNOME's Wayland, as most of SessionVault's people have it: SessionVault's own
+    /// dialog and the settings app on mutter itself (headless), walked with the
+    /// same keys as on X, typed through mutter's RemoteDesktop interface
+    /// (Tests/desktop/wayland_keys.py): the PIN typed and accepted (a wrong one
+    /// first, said in an alert), Alt+C, the grant dialog's Alt+O and Alt+D, Alt+N,
+    /// the first login and a new PIN; the dialog opening over the asking app's
+    /// window takes the keyboard (the PIN goes into the dialog, none into the app)
+    /// and gives it back; the settings app's organization chosen with Tab, Enter
+    /// and the arrow keys.
+    func testTheOwnDialogAndTheSettingsAppOnGNOMEsCompositor() throws {
+        let wayland = try startMutter()
+        /// Whether `output` has a "CHECK ok" line saying `check`.
+        func passed(_ check: String, in output: String) -> Bool {
+            output.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
+        }
+        let gtk4 = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"
+        let missing = "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)"
+        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
+        let dialog = try runA11yScript("dialog_a11y.py", probe: gtk4, missing: missing,
+                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
+                                       timeout: 120, display: wayland)
+        XCTAssertEqual(dialog.exit, 0, "out:\n\(dialog.out)\nerr:\n\(dialog.err)")
+        XCTAssertTrue(dialog.out.contains("a11y: 0 failed"), dialog.out)
+        XCTAssertFalse(dialog.out.contains("CHECK FAIL"), dialog.out)
+        // Typed, not timed out: a dialog left alone would be the weston test's outcome.
+        XCTAssertFalse(dialog.out.contains("timed out"), dialog.out)
+        for lang in ["en", "nb"] {
+            XCTAssertTrue(dialog.out.contains("VERDICT \(lang) title=True buttons_named=True field_named=True"), dialog.out)
+        }
+        for check in ["Wayland: mutter's RemoteDesktop takes keys",
+                      "en: focus starts in the PIN field", "en: the app got its session (the PIN typed through mutter)",
+                      "nb: a wrong PIN is said in an alert", "nb: the app got its session (the PIN typed through mutter)",
+                      "over an app: the app's window has the keyboard first", "over an app: the app's window gave up the keyboard",
+                      "over an app: the PIN typed went into the dialog, and the app got its session",
+                      "over an app: the app's window has the keyboard again once the dialog closed",
+                      "over an app: none of the keys reached the app's field",
+                      "Alt+C pressed Cancel", "grant: focus starts on Allow", "grant: alt+o answered", "grant: alt+d answered",
+                      "grant: neither answer left a standing grant", "confirm: alt+n answered No",
+                      "login: Enter chose Demo BankID", "login: Alt+C ended the wait at once", "login: Escape on the choice cancels the login",
+                      "offer: Alt+N answered Not now and the app has its session",
+                      "fingerprint: Enter took it to the choice of login", "fingerprint: Escape there ended it without a scan",
+                      "new PIN: typed, Alt+T, typed again, Enter: it is set", "new PIN: vaultd agrees"] {
+            XCTAssertTrue(passed(check, in: dialog.out), "dialog: \(check): \(dialog.out)")
+        }
+        let settings = try runA11yScript("settings_a11y.py", probe: gtk4, missing: missing,
+                                         env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
+                                         timeout: 120, display: wayland)
+        XCTAssertEqual(settings.exit, 0, "out:\n\(settings.out)\nerr:\n\(settings.err)")
+        XCTAssertTrue(settings.out.contains("settings-a11y: 0 failed"), settings.out)
+        XCTAssertFalse(settings.out.contains("CHECK FAIL"), settings.out)
+        for check in ["Wayland: mutter's RemoteDesktop takes keys", "organization: the window has the keyboard when it opens",
+                      "organization: Tab alone reaches it", "organization: Enter opens it, and both organizations are read",
+                      "organization: Down, Down, Enter chose Mentorhuset Oslo"] {
+            XCTAssertTrue(passed(check, in: settings.out), "settings: \(check): \(settings.out)")
+        }
+    }
+
     /// The same dialog read through AT-SPI, as Orca would (Tests/desktop/dialog_a11y.py):
     /// the title, the description (naming the app and saying what to type), every
     /// button and the PIN field's label, in English and bokmål.
