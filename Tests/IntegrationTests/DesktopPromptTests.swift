@@ -335,8 +335,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// Wayland client needs, and REMOTE_DESKTOP_BUS (the bus's address) for
     /// Tests/desktop/wayland_keys.py.
     func startMutter() throws -> [String: String] {
-        for tool in ["/usr/bin/mutter", "/usr/bin/dbus-daemon"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: mutter, dbus; scripts/setup installs them)")
+        for tool in ["/usr/bin/mutter", "/usr/bin/dbus-daemon", "/usr/bin/wl-copy", "/usr/bin/wl-paste"]
+        where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: mutter, dbus, wl-clipboard; scripts/setup installs them)")
         }
         let runtime = try makeTemporaryDirectory("sv-mutter", in: "/tmp")
         chmod(runtime, 0o700)
@@ -366,8 +367,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// first, said in an alert), Alt+C, the grant dialog's Alt+O and Alt+D, Alt+N,
     /// the first login and a new PIN; the dialog opening over the asking app's
     /// window takes the keyboard (the PIN goes into the dialog, none into the app)
-    /// and gives it back; the settings app's organization chosen with Tab, Enter
-    /// and the arrow keys.
+    /// and gives it back; the PIN put on the clipboard by wl-copy and pasted with
+    /// Ctrl+V; the settings app's organization chosen with Tab, Enter and the arrow keys.
     func testTheOwnDialogAndTheSettingsAppOnGNOMEsCompositor() throws {
         let wayland = try startMutter()
         /// Whether `output` has a "CHECK ok" line saying `check`.
@@ -396,6 +397,7 @@ final class DesktopPromptTests: VaultdTestCase {
                       "over an app: the PIN typed went into the dialog, and the app got its session",
                       "over an app: the app's window has the keyboard again once the dialog closed",
                       "over an app: none of the keys reached the app's field",
+                      "paste: the PIN is on the clipboard", "paste: the app got its session (the PIN pasted on Wayland)",
                       "Alt+C pressed Cancel", "grant: focus starts on Allow", "grant: alt+o answered", "grant: alt+d answered",
                       "grant: neither answer left a standing grant", "confirm: alt+n answered No",
                       "login: Enter chose Demo BankID", "login: Alt+C ended the wait at once", "login: Escape on the choice cancels the login",

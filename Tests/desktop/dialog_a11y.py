@@ -344,6 +344,43 @@ def over_an_app_window(socket_path, ctl, env):
         window.wait(10)
 
 
+def paste_on_wayland(socket_path, ctl, env):
+    """WCAG 2.2 SC 3.3.8 on Wayland: the PIN put on the clipboard by another program
+    (wl-copy, as a password manager would) and pasted into the dialog with Ctrl+V."""
+    subprocess.run(ctl + ["lock"], capture_output=True, env=env)
+    t, result = in_background(socket_path, "aktivitetslogg", "session", account="kari")
+    check(dialog_tree("Enter your PIN:") is not None, "paste: the dialog is in the accessible tree")
+    if not shutil.which("wl-copy"):
+        check(False, "paste: wl-copy is installed (Debian: wl-clipboard)")
+        keypress("Escape")
+        t.join(40)
+        return
+    # wl-copy holds the selection until it is stopped. On mutter, which offers no
+    # data-control protocol, it (and wl-paste) maps a tiny surface for a moment to
+    # be allowed to set (read) it; mutter then gives the keyboard back to the dialog.
+    clipboard = subprocess.Popen(["wl-copy", "--foreground"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    clipboard.stdin.write(PIN.encode())
+    clipboard.stdin.close()
+    try:
+        # Set once wl-paste reads it back (read here, never printed).
+        end, held = time.time() + 15, False
+        while not held and time.time() < end:
+            held = subprocess.run(["wl-paste", "--no-newline"], capture_output=True, text=True,
+                                  timeout=10).stdout == PIN
+            if not held:
+                time.sleep(0.2)
+        check(held, "paste: the PIN is on the clipboard")
+        keypress("ctrl+v")
+        keypress("Return")
+        t.join(40)
+    finally:
+        clipboard.terminate()
+        clipboard.wait(10)
+    check(result.get("result", {}).get("access_token") == "AT-a11y",
+          "paste: the app got its session (the PIN pasted on Wayland) (%r)" % result.get("error"))
+
+
 def start_gcr_prompter(timeout=60):
     """GNOME's prompter is started by the session bus on first use; start it now, as a running
     GNOME session has (pinentry-gnome3 gives up when it cannot reach it in time)."""
@@ -451,6 +488,7 @@ def main():
                   "%s: the app got its session%s (%r)" % (lang, how, result.get("error")))
         if OWN and KEYS is not None:
             over_an_app_window(socket_path, ctl, env)
+            paste_on_wayland(socket_path, ctl, env)
         if OWN and not READ_ONLY:
             # Every button has a mnemonic: Alt+C is Cancel.
             subprocess.run(ctl + ["lock"], capture_output=True, env=env)
