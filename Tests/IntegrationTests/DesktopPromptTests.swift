@@ -301,9 +301,10 @@ final class DesktopPromptTests: VaultdTestCase {
     }
 
     /// Most GNOME desktops run Wayland: SessionVault's own dialog (read through
-    /// AT-SPI: named, its field named, focus in it; nothing here can type into
-    /// a Wayland window, so each dialog times out) and the settings app (used
-    /// through AT-SPI alone, every step as on X) under weston's headless backend.
+    /// AT-SPI: named, its field named, focus in it; weston 10 offers no virtual
+    /// keyboard, so nothing can type and each dialog times out) and the settings
+    /// app (used through AT-SPI alone, every step as on X) under weston's headless
+    /// backend. GNOME's mutter, where they are typed into, is the test below.
     func testTheOwnDialogAndTheSettingsAppOnAHeadlessWaylandCompositor() throws {
         let wayland = try startWeston()
         let gtk4 = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"

@@ -2,7 +2,7 @@
 cannot draw: it must hand the whole conversation to the system's pinentry,
 arguments and all, before saying a word (a terminal session gets
 pinentry-curses as before), and with no other pinentry answer every question
-with an error rather than hang. Its windows are tested under Xvfb and weston
+with an error rather than hang. Its windows are tested under Xvfb, weston and mutter
 through AT-SPI (Tests/desktop/dialog_a11y.py, DesktopPromptTests).
 
 Run from the repository root: python3 -m unittest discover -s Tests/python
