@@ -339,8 +339,15 @@ extension Vault {
                 continue
             }
             let explanation = factor.descriptor.offerText ?? Messages.turnOnOffer(factor.descriptor.displayName)
-            let yes = (try? await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)) ?? false
-            guard yes else {
+            let answer: Bool
+            do {
+                answer = try await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)
+            } catch {
+                // Not answered (closed, left to time out, the app gone): the
+                // person has not said "Not now", so it is asked after the next login.
+                continue
+            }
+            guard answer else {
                 noteOffer(id, declined: true)
                 continue
             }

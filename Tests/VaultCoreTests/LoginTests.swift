@@ -527,6 +527,24 @@ final class EnrollmentOfferTests: XCTestCase {
         XCTAssertEqual(fifth.confirmQuestions, ["Turn on touch login?"], "offered again after starting over")
     }
 
+    /// Only the person's "Not now" is remembered: an offer closed, left to
+    /// time out or whose app went away is asked again after the next login.
+    func testAnOfferNotAnsweredIsAskedAgain() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let bankid = FakeIdentityProvider()
+        let vault = try fx.vault([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        let closed = ScriptedClient(confirms: [nil])
+        _ = try await vault.login(provider: "bankid", conversation: closed)
+        XCTAssertEqual(closed.confirmQuestions, ["Turn on touch login?"])
+        let declined = await vault.declinedOffers
+        XCTAssertTrue(declined.isEmpty, "no answer is not a Not now")
+        let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
+        let next = ScriptedClient(confirms: [false])
+        _ = try await restarted.login(provider: "bankid", conversation: next)
+        XCTAssertEqual(next.confirmQuestions, ["Turn on touch login?"], "asked again after the next login")
+    }
+
     /// Setting a factor up clears its "Not now": after an enrollment change
     /// made its slot stale, the offer comes again after the fallback login.
     func testSettingUpClearsTheNotNow() async throws {
