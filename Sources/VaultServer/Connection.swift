@@ -49,18 +49,24 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// `hello` and `session` together gets both answers in one write.
     let reading = ReadBurst()
 
-    init(handler: RequestHandler, limits: ConnectionLimits, connections: ConnectionSet, ownUID: UInt32, peer: Requester?) {
+    /// The cap was full when it was accepted: refused as over the cap even if
+    /// a place came free since (its peer was not read).
+    let overCapAtAccept: Bool
+
+    init(handler: RequestHandler, limits: ConnectionLimits, connections: ConnectionSet, ownUID: UInt32, peer: Requester?,
+         overCapAtAccept: Bool = false) {
         self.handler = handler
         self.limits = limits
         self.connections = connections
         self.ownUID = ownUID
         self.peer = peer
+        self.overCapAtAccept = overCapAtAccept
     }
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
         defer { context.fireChannelActive() }
-        guard connections.add(channel, limit: limits.maxConnections) else {
+        guard !overCapAtAccept, connections.add(channel, limit: limits.maxConnections) else {
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(.tooManyConnections(limit: limits.maxConnections)))
             return
         }

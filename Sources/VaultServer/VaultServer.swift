@@ -161,8 +161,17 @@ public final class VaultServer: Sendable {
                 .childChannelOption(.writeBufferWaterMark,
                                     value: .init(low: limits.maxUnsentBytes / 2, high: limits.maxUnsentBytes))
                 .childChannelInitializer { channel in
+                    // Over the cap already: refused without reading who it is (a
+                    // loop of connections over the cap costs no /proc reads).
+                    if connections.count >= limits.maxConnections {
+                        return channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(
+                                ConnectionHandler(handler: handler, limits: limits, connections: connections, ownUID: ownUID,
+                                                  peer: nil, overCapAtAccept: true))
+                        }
+                    }
                     // The peer is read before the first byte is: nothing is served to an unknown process.
-                    PeerCredentials.of(channel).flatMapThrowing { peer in
+                    return PeerCredentials.of(channel).flatMapThrowing { peer in
                         try channel.pipeline.syncOperations.addHandlers(
                             BackPressureHandler(),
                             ConnectionHandler(handler: handler, limits: limits, connections: connections, ownUID: ownUID, peer: peer))

@@ -63,12 +63,12 @@ final class ConnectionHandlerTests: XCTestCase {
     }
 
     func connect(idleTimeout: Int = 10, connections: ConnectionSet = ConnectionSet(), maxConnections: Int = 8,
-                 peer: Requester?) throws -> Connection {
+                 peer: Requester?, overCapAtAccept: Bool = false) throws -> Connection {
         let handler = RequestHandler(vault: vault, serverName: "vaultd/test", promptTimeout: 30, maxInFlight: 32, openableOrigins: { [] })
         handlers.append(handler)
         let written = WrittenLines()
         let connection = ConnectionHandler(handler: handler, limits: ConnectionLimits(idleTimeout: idleTimeout, maxConnections: maxConnections),
-                                           connections: connections, ownUID: me, peer: peer)
+                                           connections: connections, ownUID: me, peer: peer, overCapAtAccept: overCapAtAccept)
         let channel = EmbeddedChannel(handlers: [written, connection])
         opened.append(channel)
         try channel.connect(to: SocketAddress(unixDomainSocketPath: dir + "/vault.sock")).wait()
@@ -141,5 +141,16 @@ final class ConnectionHandlerTests: XCTestCase {
         let third = try connect(connections: open, maxConnections: 1, peer: ownPeer)
         XCTAssertTrue(third.isOpen)
         XCTAssertEqual(third.written.lines, [])
+    }
+
+    /// The server reads no peer for a connection accepted while the cap is full
+    /// (VaultServer's child initializer): it is refused as over the cap even
+    /// when a place has come free by the time it is active.
+    func testAConnectionAcceptedOverTheCapIsRefusedAsSuchWithoutItsPeer() throws {
+        let open = ConnectionSet()
+        let late = try connect(connections: open, maxConnections: 1, peer: nil, overCapAtAccept: true)
+        XCTAssertEqual(late.written.lines.map { $0["error"]?["code"] }, ["rate_limited"], "not forbidden: its peer was never read")
+        XCTAssertFalse(late.isOpen)
+        XCTAssertEqual(open.count, 0, "it never took a place")
     }
 }
