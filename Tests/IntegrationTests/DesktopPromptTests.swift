@@ -280,6 +280,63 @@ final class DesktopPromptTests: VaultdTestCase {
                               env: childEnvironment(env.merging(display) { $1 }), timeout: timeout)
     }
 
+    /// Orca itself (Debian's orca 43) listening to SessionVault's own dialog, and what it
+    /// says checked (Tests/desktop/orca_speech.py): headless, on the test's own buses, its
+    /// speech through speech-dispatcher's dummy module and read from Orca's speech log.
+    /// In English and in bokmål (Orca too in bokmål): when the PIN dialog appears Orca
+    /// says its title, who asks and what to type, and the focused field by its label
+    /// ("PIN: password text" / "PIN-kode: passordtekst"); Tab says each button ("Cancel
+    /// push button" / "Avbryt trykknapp"); after a wrong PIN it says why; the PIN gets the
+    /// app its session and is never spoken, whole or a digit at a time. The choice of
+    /// login (English) and the fingerprint's wait (bokmål) are announced the same way.
+    func testOrcaSpeaksTheDialog() throws {
+        for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy", "/usr/bin/localedef"]
+        where !FileManager.default.isExecutableFile(atPath: tool) {
+            throw cannotRunHere("\(tool) is not installed (Debian: orca, speech-dispatcher, libc-bin; scripts/setup installs them)")
+        }
+        // Orca runs in bokmål from a locale built for the test (localedef), from the locales package's sources.
+        guard FileManager.default.fileExists(atPath: "/usr/share/i18n/locales/nb_NO") else {
+            throw cannotRunHere("/usr/share/i18n/locales/nb_NO is missing (Debian: locales; scripts/setup installs it)")
+        }
+        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
+        let r = try runA11yScript("orca_speech.py",
+                                  probe: "import pyatspi, speechd, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')",
+                                  missing: "pyatspi, speechd, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, python3-speechd, gir1.2-gtk-4.0, gir1.2-adw-1)",
+                                  env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
+                                  timeout: 120)
+        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        XCTAssertTrue(r.out.contains("orca: 0 failed"), r.out)
+        XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
+        var checks = ["the accessibility registry answers", "speech-dispatcher runs with its dummy module",
+                      "the nb_NO.UTF-8 locale for Orca in bokmål", "PIN enrolled"]
+        for (lang, button, cancel) in [("en", "push button", "Cancel"), ("nb", "trykknapp", "Avbryt")] {
+            checks += ["\(lang): Orca started and spoke", "\(lang): when the dialog appears, Orca names it by its title",
+                       "\(lang): and says who asks and what to type", "\(lang): and the focused PIN field by its label",
+                       "\(lang): Tab: Orca says '\(cancel) \(button)'", "\(lang): Tab: Orca says 'OK \(button)'",
+                       "\(lang): Tab again: back in the PIN field", "\(lang): the PIN typed, Enter: the app got its session"]
+        }
+        checks += ["nb: after a wrong PIN Orca says why ('Det stemte ikke')",
+                   "login: when the choice of login appears, Orca names the dialog and says what it asks",
+                   "login: and the focused first provider ('Use Demo BankID push button')",
+                   "login: Tab, Tab: Orca says the other two, each a push button", "login: Escape cancels it",
+                   "fingerprint: turned on with one scan",
+                   "nb: fingerprint: when the wait appears, Orca names the dialog and says what to do",
+                   "nb: fingerprint: and the focused way out ('Bruk PIN-kode i stedet trykknapp')",
+                   "nb: fingerprint: a scan ended the wait and the app got its session",
+                   "the PIN is never spoken, whole or a digit at a time"]
+        let lines = r.out.split(separator: "\n")
+        for check in checks {
+            XCTAssertTrue(lines.contains { $0.hasPrefix("CHECK ok \(check)") }, "\(check): \(r.out)")
+        }
+        // What Orca said, word for word, as the log shows it.
+        for said in ["en SPEECH OUTPUT: 'PIN: password text.'", "en SPEECH OUTPUT: 'Cancel push button.'",
+                     "nb SPEECH OUTPUT: 'PIN-kode: passordtekst.'", "nb SPEECH OUTPUT: 'Avbryt trykknapp.'"] {
+            XCTAssertTrue(lines.contains { $0 == said }, "\(said): \(r.out)")
+        }
+        XCTAssertFalse(r.out.contains("582946") || r.err.contains("582946"), "orca_speech.py's PIN was printed")
+    }
+
     /// A private Wayland compositor: weston 10's headless backend, its socket
     /// in a fresh runtime directory; stopped at teardown. Returns the
     /// variables a Wayland client needs.

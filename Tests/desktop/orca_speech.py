@@ -1,0 +1,366 @@
+#!/usr/bin/python3
+"""What Orca itself says for vaultd's own dialog, end to end.
+
+Run inside a private session bus on an X display (DesktopPromptTests does):
+    dbus-run-session -- /usr/bin/python3 orca_speech.py
+with DISPLAY, VAULTD, VAULTCTL and VAULT_FPSTUB set, and PINENTRY (SessionVault's
+own dialog, clients/dialog/sessionvault-pinentry, by default).
+
+dialog_a11y.py reads the dialog's accessible tree as a screen reader would; this
+runs the screen reader. Orca 43 (Debian's `orca`) starts on the accessibility
+bus with no desktop, no sound card and no settings of the person's: a temporary
+HOME, speech-dispatcher with its `dummy` output module (its sound goes to
+libao's null driver), and what Orca speaks read from Orca's own speech log (the
+one its regression tests read: one "SPEECH OUTPUT: '...'" line an utterance).
+Orca runs in English, then in Norwegian bokmål (Orca itself in bokmål, so its
+role names are too). A vaultd with the demo providers and the stub fingerprint
+reader, a locked vault, an app asking for its session with prompter "vault":
+what Orca says when the PIN dialog appears, for each Tab, and (bokmål) after a
+wrong PIN; the PIN typed; then the choice of login (English) and the
+fingerprint's wait (bokmål). Nothing is pressed before Orca has said what is
+checked, and each wait for it has a timeout. Prints what Orca said ("<lang>
+SPEECH OUTPUT: '...'", never a PIN nor a digit said alone), one "CHECK <ok|FAIL>
+<what>" line per check, and "orca: N failed"; exits 1 if any failed.
+Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
+ORCA_DEBUG=FILE keeps Orca's full debug log in FILE.en and FILE.nb, to find why
+a check failed: it holds every event Orca heard, so read it, do not publish it.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from atspi_wait import Checks, wait_for_registry
+from dialog_a11y import VaultClient, in_background, start_vaultd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PINENTRY = os.environ.get("PINENTRY", os.path.join(ROOT, "clients", "dialog", "sessionvault-pinentry"))
+PIN = "582946"
+WRONG_PIN = "000000"
+check = Checks()
+
+# Orca as /usr/bin/orca starts it, with two things added from outside. What it
+# speaks is also written to the file named first, a line an utterance, by Orca's
+# own "speech" logger (kept for its regression tests): --debug-file writes the
+# same lines, but block-buffered, so the last thing said could wait unread.
+# And another Orca of the same user (the developer's own, on their desktop) does
+# not keep this one from starting; this one runs on its own private buses.
+LAUNCH_ORCA = r"""
+import logging, runpy, sys
+
+class OneLine(logging.Formatter):
+    def format(self, record):
+        return " ".join(record.getMessage().splitlines())
+
+log = logging.FileHandler(sys.argv[1], encoding="utf-8")
+log.setFormatter(OneLine())
+logging.getLogger("speech").addHandler(log)
+if len(sys.argv) > 3:
+    from orca import debug
+    debug.debugLevel, debug.eventDebugLevel = debug.LEVEL_ALL, debug.LEVEL_OFF
+    debug.debugFile = open(sys.argv[3], "w", buffering=1)
+orca = runpy.run_path("/usr/bin/orca", run_name="orca_launcher")
+orca["main"].__globals__["otherOrcas"] = lambda: []
+sys.argv = ["orca", "--user-prefs", sys.argv[2]]
+sys.exit(orca["main"]())
+"""
+# An utterance; a key's echo has its voice after it ("SPEECH OUTPUT: 'tab ' {'established': False}").
+SAID = re.compile(r"^SPEECH OUTPUT: '(.*?)'(?: \{.*\})?$")
+
+# What Orca says, by the language it runs in: its own words (role names come from
+# AT-SPI's translations) and the dialog's, which are vaultd's.
+WORDS = {
+    "en": {"dialog": "dialog", "button": "push button", "password": "password text",
+           "app": "wants to use your login", "type": "Enter your PIN:", "field": "PIN:",
+           "cancel": "Cancel", "ok": "OK"},
+    "nb": {"dialog": "dialog", "button": "trykknapp", "password": "passordtekst",
+           "app": "vil bruke innloggingen din", "type": "Skriv inn PIN-koden:", "field": "PIN-kode:",
+           "cancel": "Avbryt", "ok": "OK", "wrong": "Det stemte ikke",
+           "touch": "Berør fingeravtrykkleseren", "use_pin": "Bruk PIN-kode i stedet"},
+}
+
+
+class Speech:
+    """What one Orca has spoken: its speech log, read up to where the test has heard."""
+
+    def __init__(self, path, lang):
+        self.path, self.lang, self.heard = path, lang, 0
+
+    def lines(self):
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def until(self, predicate, timeout=15):
+        """The utterances spoken since the last call, up to the first that `predicate`
+        accepts (waiting for it), printed; all of them when none did within `timeout`."""
+        end = time.time() + timeout
+        while True:
+            new = self.lines()[self.heard:]
+            for i, line in enumerate(new):
+                m = SAID.match(line)
+                if m and predicate(m.group(1)):
+                    return self.take(new[:i + 1])
+            if time.time() > end:
+                return self.take(new)
+            time.sleep(0.1)
+
+    def rest(self, settle=1.0):
+        """Whatever is spoken until Orca has been quiet for `settle` seconds."""
+        count, quiet_since = len(self.lines()), time.time()
+        while time.time() - quiet_since < settle:
+            time.sleep(0.1)
+            now = len(self.lines())
+            if now != count:
+                count, quiet_since = now, time.time()
+        return self.take(self.lines()[self.heard:])
+
+    def take(self, lines):
+        self.heard += len(lines)
+        said = []
+        for line in lines:
+            m = SAID.match(line)
+            if m:
+                said.append(m.group(1))
+            # A check fails if a PIN, or a digit as it was typed, was ever spoken; neither is printed.
+            if m and m.group(1).strip().isdigit():
+                line = "SPEECH OUTPUT: '[a digit]'"
+            print("%s %s" % (self.lang, line.replace(PIN, "[PIN]").replace(WRONG_PIN, "[PIN]")), flush=True)
+        return said
+
+
+class Orca:
+    """Orca, started on this session's accessibility bus in `lang`; stop() ends it."""
+
+    def __init__(self, work, env, lang):
+        self.speech = Speech(os.path.join(work, "orca-speech-%s.log" % lang), lang)
+        args = ["/usr/bin/python3", "-c", LAUNCH_ORCA, self.speech.path, os.path.join(work, "orca-" + lang)]
+        if os.environ.get("ORCA_DEBUG"):
+            args.append("%s.%s" % (os.environ["ORCA_DEBUG"], lang))
+        self.output = open(os.path.join(work, "orca-%s.out" % lang), "w+")
+        self.process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT)
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.speech.rest(0)
+
+    def why(self):
+        """What Orca printed, for a check that failed (it holds no PIN: Orca is not told one)."""
+        self.output.seek(0)
+        return self.output.read()[-2000:]
+
+
+def key(*keys):
+    subprocess.run(["xdotool", "key"] + list(keys))
+
+
+def type_text(text):
+    subprocess.run(["xdotool", "type", "--delay", "40", text])
+
+
+def start_speech_dispatcher(env, run):
+    """speech-dispatcher with no sound card: its dummy module, and libao's null driver
+    for the sound (the dummy module plays a recorded message, and fails without a
+    device to play it on). Returns once its socket is there, which Orca looks for."""
+    conf = os.path.join(env["XDG_CONFIG_HOME"], "speech-dispatcher")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "speechd.conf"), "w") as f:
+        f.write('AudioOutputMethod "libao"\nAddModule "dummy" "sd_dummy" ""\nDefaultModule dummy\n')
+    with open(os.path.join(env["HOME"], ".libao"), "w") as f:
+        f.write("default_driver=null\n")
+    spd = subprocess.Popen(["/usr/bin/speech-dispatcher", "--run-single", "--timeout", "0", "--log-level", "1"], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    socket_path = os.path.join(run, "speech-dispatcher", "speechd.sock")
+    end = time.time() + 15
+    while time.time() < end and not os.path.exists(socket_path) and spd.poll() is None:
+        time.sleep(0.1)
+    check(os.path.exists(socket_path), "speech-dispatcher runs with its dummy module")
+    return spd
+
+
+def norwegian_locale(work):
+    """A LOCPATH holding nb_NO.UTF-8, for Orca to run in bokmål (Debian generates only the
+    locales chosen at install; localedef builds this one here, from the `locales` package)."""
+    path = os.path.join(work, "locale")
+    os.makedirs(path)
+    r = subprocess.run(["localedef", "-i", "nb_NO", "-f", "UTF-8", os.path.join(path, "nb_NO.UTF-8")],
+                       capture_output=True, text=True)
+    made = os.path.isdir(os.path.join(path, "nb_NO.UTF-8"))
+    check(made, "the nb_NO.UTF-8 locale for Orca in bokmål%s" % ("" if made else " (%s)" % r.stderr.strip()[-300:]))
+    return path
+
+
+def pin_dialog(orca, lang, socket_path, ctl, env):
+    """One PIN dialog, heard with Orca: appears, Tab through it, (bokmål) a wrong PIN, the PIN."""
+    w = WORDS[lang]
+    subprocess.run(ctl + ["lock"], capture_output=True, env=env)
+    t, result = in_background(socket_path, "aktivitetslogg", "session", lang=lang, account="kari")
+    # Nothing is pressed until the field is spoken: all of this is said on its own.
+    said = orca.speech.until(lambda s: s.startswith(w["field"] + " " + w["password"]))
+    check(any(("SessionVault " + w["dialog"]) in s for s in said),
+          "%s: when the dialog appears, Orca names it by its title (%r)" % (lang, "SessionVault " + w["dialog"]))
+    check(any(w["app"] in s and w["type"] in s for s in said),
+          "%s: and says who asks and what to type (%r)" % (lang, w["type"]))
+    check(any(s.startswith(w["field"] + " " + w["password"]) for s in said),
+          "%s: and the focused PIN field by its label (%r)" % (lang, w["field"] + " " + w["password"]))
+    for name in (w["cancel"], w["ok"]):
+        key("Tab")
+        said = orca.speech.until(lambda s: s.startswith(name + " " + w["button"]), timeout=10)
+        check(any(s.startswith(name + " " + w["button"]) for s in said),
+              "%s: Tab: Orca says %r" % (lang, name + " " + w["button"]))
+    key("Tab")
+    said = orca.speech.until(lambda s: s.startswith(w["field"] + " " + w["password"]), timeout=10)
+    check(any(s.startswith(w["field"] + " " + w["password"]) for s in said),
+          "%s: Tab again: back in the PIN field (%r)" % (lang, w["field"] + " " + w["password"]))
+    if "wrong" in w:
+        # A wrong PIN: the dialog comes back with why, as an alert (dialog_a11y.py reads it).
+        type_text(WRONG_PIN)
+        key("Return")
+        said = orca.speech.until(lambda s: w["wrong"] in s, timeout=15)
+        check(any(w["wrong"] in s for s in said), "%s: after a wrong PIN Orca says why (%r)" % (lang, w["wrong"]))
+        said = orca.speech.until(lambda s: s.startswith(w["field"] + " " + w["password"]), timeout=10)
+    # A digit typed and taken back first (GTK 4.8's code sends what is deleted as it is, too).
+    type_text("7")
+    key("BackSpace")
+    type_text(PIN)
+    key("Return")
+    t.join(40)
+    check(result.get("result", {}).get("access_token") == "AT-orca",
+          "%s: the PIN typed, Enter: the app got its session (%r)" % (lang, result.get("error")))
+    orca.speech.rest()
+
+
+def login_choice(orca, socket_path):
+    """The choice of login, heard with Orca: appears, Tab through it, Escape."""
+    t, result = in_background(socket_path, "aktivitetslogg", "login")
+    said = orca.speech.until(lambda s: s.startswith("Use Demo BankID push button"))
+    check(any("SessionVault dialog" in s and "Log in with Demo BankID / Demo Vipps" in s for s in said),
+          "login: when the choice of login appears, Orca names the dialog and says what it asks")
+    check(any(s.startswith("Use Demo BankID push button") for s in said),
+          "login: and the focused first provider ('Use Demo BankID push button')")
+    heard = set()
+    for _ in range(2):
+        key("Tab")
+        heard.update(s.split(" push button")[0] for s in orca.speech.until(lambda s: "push button" in s, timeout=10)
+                     if "push button" in s)
+    check(heard == {"Cancel", "Use Demo Vipps"}, "login: Tab, Tab: Orca says the other two, each a push button (%r)"
+          % sorted(heard))
+    key("Escape")
+    t.join(40)
+    check(result.get("error") == "cancelled", "login: Escape cancels it (%r)" % result.get("error"))
+    orca.speech.rest()
+
+
+def fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env):
+    """The fingerprint's wait, heard with Orca: appears; a scan (the stub reader's) ends it."""
+    w = WORDS[lang]
+    for step in (["plug"], ["enroll-finger", "right-index-finger"], ["next", "match", "right-index-finger"]):
+        subprocess.run(fpstub + step, capture_output=True, env=env)
+    r = subprocess.run(ctl + ["enroll", "fingerprint"], capture_output=True, text=True, env=env)
+    check(r.returncode == 0, "fingerprint: turned on with one scan (%s)" % r.stderr.strip())
+    subprocess.run(ctl + ["lock"], capture_output=True, env=env)
+    t, result = in_background(socket_path, "aktivitetslogg", "session", lang=lang, account="kari")
+    said = orca.speech.until(lambda s: s.startswith(w["use_pin"] + " " + w["button"]))
+    check(any(("SessionVault " + w["dialog"]) in s and w["touch"] in s for s in said),
+          "%s: fingerprint: when the wait appears, Orca names the dialog and says what to do (%r)" % (lang, w["touch"]))
+    check(any(s.startswith(w["use_pin"] + " " + w["button"]) for s in said),
+          "%s: fingerprint: and the focused way out (%r)" % (lang, w["use_pin"] + " " + w["button"]))
+    subprocess.run(fpstub + ["next", "match", "right-index-finger"], capture_output=True, env=env)
+    t.join(40)
+    check(result.get("result", {}).get("access_token") == "AT-orca",
+          "%s: fingerprint: a scan ended the wait and the app got its session (%r)" % (lang, result.get("error")))
+    orca.speech.rest()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="sv-orca-")
+    run = os.path.join(work, "run")
+    os.makedirs(run, 0o700)
+    home = os.path.join(work, "home")
+    os.makedirs(home)
+    # Nobody's settings: a HOME of its own, and GSettings in memory (Orca's switch
+    # turning accessibility on is written there, not to the person's dconf).
+    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
+               XDG_DATA_HOME=os.path.join(home, ".local", "share"), XDG_CACHE_HOME=os.path.join(home, ".cache"),
+               XDG_RUNTIME_DIR=run, GSETTINGS_BACKEND="memory")
+    for k in ("LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        env.pop(k, None)
+    launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check(wait_for_registry(), "the accessibility registry answers")
+    spd = start_speech_dispatcher(env, run)
+    locpath = norwegian_locale(work)
+
+    socket_path = os.path.join(work, "vault", "vault.sock")
+    config = os.path.join(work, "config.toml")
+    stub_state = os.path.join(work, "fpstub.json")
+    with open(config, "w") as f:
+        f.write('pinentry = "%s"\nprompt_timeout = 30\n[fingerprint]\nreader = "stub"\nstub_state = "%s"\n'
+                '[pin]\nargon_memory_mib = 64\n' % (PINENTRY, stub_state))
+    vaultd_log = open(os.path.join(work, "vaultd.log"), "w+")
+    # The demo providers (Demo BankID, Demo Vipps) for the choice of login; no browser is opened.
+    vaultd = start_vaultd(["--demo"], os.path.join(work, "data"), socket_path, config, env, vaultd_log)
+    fpstub = [os.environ["VAULT_FPSTUB"], "--state", stub_state]
+    orca = None
+    try:
+        ctl = [os.environ["VAULTCTL"]]
+        env["SESSIONVAULT_SOCKET"] = socket_path
+        r = subprocess.run(ctl + ["enroll", "pin"], input="%s\n%s\n" % (PIN, PIN), capture_output=True, text=True, env=env)
+        check(r.returncode == 0, "PIN enrolled: %s" % r.stderr.strip())
+        with VaultClient(socket_path) as c:
+            c.hello("setup")
+            c.call("import", issuer="https://idp.example.test", client_id="orca", account="kari", name="Kari Nordmann",
+                   access_token="AT-orca", expires_at=int(time.time()) + 3600)
+        spoken = []
+        for lang, locale in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            orca = Orca(work, dict(env, LANG=locale, LOCPATH=locpath), lang)
+            # Orca's first words are that it is on; from then on it listens.
+            said = orca.speech.until(lambda s: True, timeout=30)
+            check(bool(said), "%s: Orca started and spoke (%r)" % (lang, said))
+            if not said:
+                print(orca.why(), flush=True)
+            pin_dialog(orca, lang, socket_path, ctl, env)
+            if lang == "en":
+                login_choice(orca, socket_path)
+            else:
+                fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
+            orca.stop()
+            spoken += orca.speech.lines()
+            orca = None
+        # Whole, or a key at a time (Orca echoes keys as they are typed, and must not in a password field).
+        texts = [m.group(1).strip() for m in map(SAID.match, spoken) if m]
+        digits = [t for t in texts if t.isdigit()]
+        check(bool(texts) and not any(PIN in t or WRONG_PIN in t for t in texts) and not digits,
+              "the PIN is never spoken, whole or a digit at a time (%d digits said)" % len(digits))
+    finally:
+        if orca is not None:
+            orca.stop()
+        vaultd.terminate()
+        vaultd.wait(10)
+        if check.failed:
+            vaultd_log.seek(0)
+            for line in vaultd_log:
+                if " warning " in line or " error " in line:
+                    print("VAULTD " + line.rstrip(), flush=True)
+        vaultd_log.close()
+        spd.terminate()
+        spd.wait(10)
+        launcher.terminate()
+        shutil.rmtree(work, ignore_errors=True)
+    print("orca: %d failed" % check.failed, flush=True)
+    return 1 if check.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
