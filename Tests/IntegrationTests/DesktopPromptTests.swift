@@ -288,7 +288,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// ("PIN: password text" / "PIN-kode: passordtekst"); Tab says each button ("Cancel
     /// push button" / "Avbryt trykknapp"); after a wrong PIN it says why; the PIN gets the
     /// app its session and is never spoken, whole or a digit at a time. The choice of
-    /// login (English) and the fingerprint's wait (bokmål) are announced the same way.
+    /// login and a new PIN typed twice (English: both fields by their labels, two PINs
+    /// that differ said so) and the fingerprint's wait (bokmål) are announced the same way.
     func testOrcaSpeaksTheDialog() throws {
         for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy", "/usr/bin/localedef"]
         where !FileManager.default.isExecutableFile(atPath: tool) {
@@ -320,6 +321,11 @@ final class DesktopPromptTests: VaultdTestCase {
                    "login: when the choice of login appears, Orca names the dialog and says what it asks",
                    "login: and the focused first provider ('Use Demo BankID push button')",
                    "login: Tab, Tab: Orca says the other two, each a push button", "login: Escape cancels it",
+                   "new PIN: Orca says to enter the PIN in use first",
+                   "new PIN: then Orca says what to do and the first field by its label",
+                   "new PIN: Alt+T: Orca says the second field by its label",
+                   "new PIN: two different PINs: Orca says so, with the first field",
+                   "new PIN: typed twice alike, Enter: it is set",
                    "fingerprint: turned on with one scan",
                    "nb: fingerprint: when the wait appears, Orca names the dialog and says what to do",
                    "nb: fingerprint: and the focused way out ('Bruk PIN-kode i stedet trykknapp')",

@@ -16,8 +16,8 @@ Orca runs in English, then in Norwegian bokmål (Orca itself in bokmål, so its
 role names are too). A vaultd with the demo providers and the stub fingerprint
 reader, a locked vault, an app asking for its session with prompter "vault":
 what Orca says when the PIN dialog appears, for each Tab, and (bokmål) after a
-wrong PIN; the PIN typed; then the choice of login (English) and the
-fingerprint's wait (bokmål). Nothing is pressed before Orca has said what is
+wrong PIN; the PIN typed; then the choice of login and a new PIN typed twice
+(English), and the fingerprint's wait (bokmål). Nothing is pressed before Orca has said what is
 checked, and each wait for it has a timeout. Prints what Orca said ("<lang>
 SPEECH OUTPUT: '...'", never a PIN nor a digit said alone), one "CHECK <ok|FAIL>
 <what>" line per check, and "orca: N failed"; exits 1 if any failed.
@@ -41,6 +41,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 PINENTRY = os.environ.get("PINENTRY", os.path.join(ROOT, "clients", "dialog", "sessionvault-pinentry"))
 PIN = "582946"
 WRONG_PIN = "000000"
+# A new PIN typed differently in its two fields.
+FIRST, SECOND = "111111", "222222"
+TYPED = (PIN, WRONG_PIN, FIRST, SECOND)
 check = Checks()
 
 # Orca as /usr/bin/orca starts it, with two things added from outside. What it
@@ -131,7 +134,9 @@ class Speech:
             # A check fails if a PIN, or a digit as it was typed, was ever spoken; neither is printed.
             if m and m.group(1).strip().isdigit():
                 line = "SPEECH OUTPUT: '[a digit]'"
-            print("%s %s" % (self.lang, line.replace(PIN, "[PIN]").replace(WRONG_PIN, "[PIN]")), flush=True)
+            for typed in TYPED:
+                line = line.replace(typed, "[PIN]")
+            print("%s %s" % (self.lang, line), flush=True)
         return said
 
 
@@ -262,6 +267,40 @@ def login_choice(orca, socket_path):
     orca.speech.rest()
 
 
+def new_pin(orca, socket_path):
+    """A new PIN, heard with Orca: the PIN in use first, then the new one in two fields
+    said by their labels, typed differently (Orca says so), then alike (the same PIN
+    again, which the bokmål part types). The second field joins the accessibility bus
+    only when it is first used: its digits must not be spoken either."""
+    t, result = in_background(socket_path, "settings", "enroll", factor="pin")
+    said = orca.speech.until(lambda s: s.startswith("PIN: password text"))
+    check(any("first enter the PIN you use now" in s for s in said), "new PIN: Orca says to enter the PIN in use first")
+    type_text(PIN)
+    key("Return")
+    said = orca.speech.until(lambda s: s.startswith("PIN: password text"))
+    check(any("SessionVault dialog" in s and "Choose a PIN" in s for s in said) and said[-1].startswith("PIN: password text"),
+          "new PIN: then Orca says what to do and the first field by its label")
+    type_text(FIRST)
+    key("alt+t")
+    said = orca.speech.until(lambda s: s.startswith("Type the same PIN again: password text"), timeout=10)
+    check(any(s.startswith("Type the same PIN again: password text") for s in said),
+          "new PIN: Alt+T: Orca says the second field by its label")
+    type_text(SECOND)
+    key("Return")
+    said = orca.speech.until(lambda s: "not the same" in s, timeout=10)
+    check(any("not the same" in s for s in said), "new PIN: two different PINs: Orca says so, with the first field (%r)"
+          % [s for s in said if "not the same" in s])
+    type_text(PIN)
+    key("alt+t")
+    orca.speech.until(lambda s: s.startswith("Type the same PIN again: password text"), timeout=10)
+    type_text(PIN)
+    key("Return")
+    t.join(40)
+    check(result.get("result", {}).get("state") == "enabled", "new PIN: typed twice alike, Enter: it is set (%r)"
+          % result.get("error"))
+    orca.speech.rest()
+
+
 def fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env):
     """The fingerprint's wait, heard with Orca: appears; a scan (the stub reader's) ends it."""
     w = WORDS[lang]
@@ -333,6 +372,7 @@ def main():
             pin_dialog(orca, lang, socket_path, ctl, env)
             if lang == "en":
                 login_choice(orca, socket_path)
+                new_pin(orca, socket_path)
             else:
                 fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
             orca.stop()
@@ -341,7 +381,7 @@ def main():
         # Whole, or a key at a time (Orca echoes keys as they are typed, and must not in a password field).
         texts = [m.group(1).strip() for m in map(SAID.match, spoken) if m]
         digits = [t for t in texts if t.isdigit()]
-        check(bool(texts) and not any(PIN in t or WRONG_PIN in t for t in texts) and not digits,
+        check(bool(texts) and not any(typed in t for t in texts for typed in TYPED) and not digits,
               "the PIN is never spoken, whole or a digit at a time (%d digits said)" % len(digits))
     finally:
         if orca is not None:
