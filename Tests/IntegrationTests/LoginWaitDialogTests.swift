@@ -20,7 +20,12 @@ final class LoginWaitDialogTests: OIDCTestCase {
         try fake.set([])
         let opener = dir + "/bin/xdg-open"
         try FileManager.default.createDirectory(atPath: dir + "/bin", withIntermediateDirectories: true)
-        let body = browser.map { "exec \($0) \"$1\"\n" } ?? "exit 0\n"
+        // The browser is left until vaultd's wait is on screen, as a person sees
+        // the dialog before finishing in the browser: a browser done first would
+        // leave no wait to show (under load, the race the test lost once in CI).
+        let body = browser.map {
+            "i=0; while [ $i -lt 200 ] && ! grep -q CONFIRM \(fake.log) 2>/dev/null; do sleep 0.1; i=$((i+1)); done\nexec \($0) \"$1\"\n"
+        } ?? "exit 0\n"
         try ("#!/bin/sh\n" + body).write(toFile: opener, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: opener)
         let path = dir + "/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
