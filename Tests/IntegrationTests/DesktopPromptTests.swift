@@ -252,9 +252,7 @@ final class DesktopPromptTests: VaultdTestCase {
     /// reached with Tab, opened with Enter, another organization chosen with the
     /// arrow keys, and the apps get it.
     func testTheSettingsAppAsAScreenReaderUsesIt() throws {
-        let r = try runA11yScript("settings_a11y.py",
-                                  probe: "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')",
-                                  missing: "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)",
+        let r = try runA11yScript("settings_a11y.py", probe: Self.gtk4Probe, missing: Self.gtk4Missing,
                                   env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
                                   timeout: 240)
         XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
@@ -266,6 +264,19 @@ final class DesktopPromptTests: VaultdTestCase {
     /// variables that name it; a new virtual X display when nil), after
     /// checking for the accessibility stack and for what `probe` imports (a
     /// missing one is `cannotRunHere`: a failure under CI=true).
+    /// GTK 4 and libadwaita for Python, which the own dialog, the settings app and pyatspi need.
+    static let gtk4Probe = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"
+    static let gtk4Missing = "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)"
+
+    /// dialog_a11y.py with SessionVault's own dialog as vaultd's pinentry, on `display`.
+    func runOwnDialogScript(on display: [String: String], timeout: Double) throws -> ProcessOutcome {
+        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
+        return try runA11yScript("dialog_a11y.py", probe: Self.gtk4Probe, missing: Self.gtk4Missing,
+                                 env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
+                                 timeout: timeout, display: display)
+    }
+
     func runA11yScript(_ name: String, probe: String, missing: String, env: [String: String],
                        timeout: Double, display: [String: String]? = nil) throws -> ProcessOutcome {
         let display = try display ?? ["DISPLAY": startXvfb()]
@@ -370,13 +381,7 @@ final class DesktopPromptTests: VaultdTestCase {
     /// backend. GNOME's mutter, where they are typed into, is the test below.
     func testTheOwnDialogAndTheSettingsAppOnAHeadlessWaylandCompositor() throws {
         let wayland = try startWeston()
-        let gtk4 = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"
-        let missing = "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)"
-        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
-        let dialog = try runA11yScript("dialog_a11y.py", probe: gtk4, missing: missing,
-                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
-                                       timeout: 240, display: wayland)
+        let dialog = try runOwnDialogScript(on: wayland, timeout: 240)
         XCTAssertEqual(dialog.exit, 0, "out:\n\(dialog.out)\nerr:\n\(dialog.err)")
         XCTAssertTrue(dialog.out.contains("a11y: 0 failed"), dialog.out)
         for lang in ["en", "nb"] {
@@ -384,7 +389,7 @@ final class DesktopPromptTests: VaultdTestCase {
             XCTAssertTrue(dialog.out.contains("CHECK ok \(lang): focus starts in the PIN field"), dialog.out)
             XCTAssertTrue(dialog.out.contains("CHECK ok \(lang): left alone, the dialog timed out"), dialog.out)
         }
-        let settings = try runA11yScript("settings_a11y.py", probe: gtk4, missing: missing,
+        let settings = try runA11yScript("settings_a11y.py", probe: Self.gtk4Probe, missing: Self.gtk4Missing,
                                          env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
                                          timeout: 240, display: wayland)
         XCTAssertEqual(settings.exit, 0, "out:\n\(settings.out)\nerr:\n\(settings.err)")
@@ -439,13 +444,7 @@ final class DesktopPromptTests: VaultdTestCase {
         func passed(_ check: String, in output: String) -> Bool {
             output.split(separator: "\n").contains { $0.hasPrefix("CHECK ok") && $0.contains(check) }
         }
-        let gtk4 = "import pyatspi, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')"
-        let missing = "pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)"
-        let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
-        let dialog = try runA11yScript("dialog_a11y.py", probe: gtk4, missing: missing,
-                                       env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
-                                       timeout: 120, display: wayland)
+        let dialog = try runOwnDialogScript(on: wayland, timeout: 120)
         XCTAssertEqual(dialog.exit, 0, "out:\n\(dialog.out)\nerr:\n\(dialog.err)")
         XCTAssertTrue(dialog.out.contains("a11y: 0 failed"), dialog.out)
         XCTAssertFalse(dialog.out.contains("CHECK FAIL"), dialog.out)
@@ -470,7 +469,7 @@ final class DesktopPromptTests: VaultdTestCase {
                       "new PIN: typed, Alt+T, typed again, Enter: it is set", "new PIN: vaultd agrees"] {
             XCTAssertTrue(passed(check, in: dialog.out), "dialog: \(check): \(dialog.out)")
         }
-        let settings = try runA11yScript("settings_a11y.py", probe: gtk4, missing: missing,
+        let settings = try runA11yScript("settings_a11y.py", probe: Self.gtk4Probe, missing: Self.gtk4Missing,
                                          env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub],
                                          timeout: 120, display: wayland)
         XCTAssertEqual(settings.exit, 0, "out:\n\(settings.out)\nerr:\n\(settings.err)")

@@ -147,6 +147,20 @@ def in_background(socket_path, client, op, lang="en", **fields):
     return t, result
 
 
+def enroll_pin_and_import(socket_path, env, client, pin=PIN, checked=None):
+    """A vault with `pin` and Kari's session (access token "AT-<client>"), made
+    by vaultctl and the Python client; `checked` (default: this script's
+    `check`) is told whether the PIN was enrolled."""
+    checked = checked or check
+    r = subprocess.run([os.environ["VAULTCTL"], "enroll", "pin"], input="%s\n%s\n" % (pin, pin), capture_output=True,
+                       text=True, env=dict(env, SESSIONVAULT_SOCKET=socket_path))
+    checked(r.returncode == 0, "PIN enrolled: %s" % r.stderr.strip())
+    with VaultClient(socket_path) as c:
+        c.hello("setup")
+        c.call("import", issuer="https://idp.example.test", client_id=client, account="kari", name="Kari Nordmann",
+               access_token="AT-" + client, expires_at=int(time.time()) + 3600)
+
+
 def walk_login(work, config, env):
     """A first login by keyboard alone, on a vaultd with the demo providers: the
     choice of provider (named buttons, focus on the first, Enter takes it), the
@@ -429,12 +443,7 @@ def main():
     try:
         ctl = [os.environ["VAULTCTL"]]
         env["SESSIONVAULT_SOCKET"] = socket_path
-        r = subprocess.run(ctl + ["enroll", "pin"], input="%s\n%s\n" % (PIN, PIN), capture_output=True, text=True, env=env)
-        check(r.returncode == 0, "PIN enrolled: %s" % r.stderr.strip())
-        with VaultClient(socket_path) as c:
-            c.hello("setup")
-            c.call("import", issuer="https://idp.example.test", client_id="a11y", account="kari", name="Kari Nordmann",
-                   access_token="AT-a11y", expires_at=int(time.time()) + 3600)
+        enroll_pin_and_import(socket_path, env, "a11y")
         for lang, describe, cancel, pin_label in (
                 ("en", "Enter your PIN:", "Cancel", "PIN:"),
                 ("nb", "Skriv inn PIN-koden:", "Avbryt", "PIN-kode:")):

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 from atspi_wait import Checks, wait_for_registry
-from dialog_a11y import VaultClient, in_background, start_vaultd
+from dialog_a11y import VaultClient, enroll_pin_and_import, in_background, start_vaultd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -355,12 +355,7 @@ def main():
     try:
         ctl = [os.environ["VAULTCTL"]]
         env["SESSIONVAULT_SOCKET"] = socket_path
-        r = subprocess.run(ctl + ["enroll", "pin"], input="%s\n%s\n" % (PIN, PIN), capture_output=True, text=True, env=env)
-        check(r.returncode == 0, "PIN enrolled: %s" % r.stderr.strip())
-        with VaultClient(socket_path) as c:
-            c.hello("setup")
-            c.call("import", issuer="https://idp.example.test", client_id="orca", account="kari", name="Kari Nordmann",
-                   access_token="AT-orca", expires_at=int(time.time()) + 3600)
+        enroll_pin_and_import(socket_path, env, "orca", pin=PIN, checked=check)
         spoken = []
         for lang, locale in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
             orca = Orca(work, dict(env, LANG=locale, LOCPATH=locpath), lang)
