@@ -105,7 +105,10 @@ extension ClientConversation {
     public func choose(_ prompt: LocalizedText, options: [ChoiceOption]) async throws(FactorError) -> String {
         throw .notInteractive
     }
-    public var rateLimitKey: String { requester.executable ?? "pid:\(requester.pid)" }
+    /// Whose login starts count together: the app as grants name it (two
+    /// Flatpak apps on one runtime share an executable, and one in a loop
+    /// must not hold back the other's logins), else its executable.
+    public var rateLimitKey: String { requester.app?.key ?? requester.executable ?? "pid:\(requester.pid)" }
     public func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer { throw .notInteractive }
     public func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool {
         try await confirm(prompt)

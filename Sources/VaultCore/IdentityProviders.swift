@@ -37,8 +37,16 @@ struct LoginRateLimiter {
         }
         recent.append(now)
         starts[client] = recent
+        // A process per request (each its own key) must not grow this without
+        // end: past a few hundred keys, those with nothing in the window go.
+        if starts.count > Self.keysKept {
+            starts = starts.filter { _, times in times.contains { now - $0 < window } }
+        }
         return nil
     }
+
+    static let keysKept = 256
+    var keyCount: Int { starts.count }
 }
 
 /// The member registry side of a login (the member record's national identity

@@ -20,8 +20,8 @@ final class AppGrantUnitTests: XCTestCase {
         let answers: Locked<[GrantAnswer?]>
         let asked = Locked<[GrantQuestion]>([])
 
-        init(_ name: String, kind: AppIdentity.Kind = .flatpak, answers: [GrantAnswer?] = []) {
-            requester = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: kind, name: name))
+        init(_ name: String, kind: AppIdentity.Kind = .flatpak, answers: [GrantAnswer?] = [], executable: String? = nil) {
+            requester = Requester(pid: 4242, uid: 0, executable: executable, app: AppIdentity(kind: kind, name: name))
             self.answers = Locked(answers)
         }
         func show(_ message: LocalizedText) async {}
@@ -128,6 +128,38 @@ final class AppGrantUnitTests: XCTestCase {
         clock.advance(1)
         let released = try await vault.release(account: "kari", conversation: pushy)
         XCTAssertEqual(released.accessToken, "at-T1", "asked again, and Allow")
+    }
+
+    /// Login starts are limited per app as grants name it, not per executable:
+    /// two Flatpak apps on one runtime run the same /usr/bin/python3, and one
+    /// starting logins in a loop must not keep the other from logging in.
+    func testOneAppsLoginLoopDoesNotHoldBackAnotherOnTheSameRuntime() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.loginError = VaultFailure(.cancelled) }
+        let vault = try fx.vault([], providers: FakeDirectory(providers: [bankid]))
+        let looping = App("org.example.Looping", executable: "/usr/bin/python3")
+        let neighbour = App("org.example.Aktivitetslogg", executable: "/usr/bin/python3")
+        for _ in 0..<10 {
+            let started = await code { _ = try await vault.login(provider: "bankid", conversation: looping) }
+            XCTAssertEqual(started, .cancelled, "the provider's flow ran")
+        }
+        let eleventh = await code { _ = try await vault.login(provider: "bankid", conversation: looping) }
+        XCTAssertEqual(eleventh, .rateLimited)
+        let other = await code { _ = try await vault.login(provider: "bankid", conversation: neighbour) }
+        XCTAssertEqual(other, .cancelled, "another app on the same executable still logs in")
+    }
+
+    /// A process per request is a new key each time: the limiter keeps only
+    /// the keys with starts inside its window once it holds a few hundred.
+    func testTheLoginLimiterForgetsKeysOutsideItsWindow() {
+        var limiter = LoginRateLimiter(limit: 10, window: 60)
+        for i in 0..<10_000 {
+            XCTAssertNil(limiter.admit("pid:\(i)", now: Double(i)))
+        }
+        XCTAssertLessThanOrEqual(limiter.keyCount, LoginRateLimiter.keysKept + 1)
+        XCTAssertNil(limiter.admit("pid:9999", now: 10_000), "a second start of a kept key is counted, not refused")
     }
 
     /// A sandboxed app cannot grow the person's store (and audit log) without
