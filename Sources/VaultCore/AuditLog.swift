@@ -27,8 +27,8 @@ public final class AuditLog: Sendable {
     /// unlocks. A head saved late only lags the log (a weaker check, never a
     /// false report); `flushHead` waits for the saves queued so far.
     private let headQueue = DispatchQueue(label: "sessionvault.audit-head")
-    /// Refusals a client repeats at will: counted, not each written (RefusalRepeats.swift).
-    private let repeats = Locked(RefusalRepeats())
+    /// Refusals a client repeats at will: counted, not each written (AuditRepeats.swift).
+    private let repeats = Locked(AuditRepeats())
     /// The broker's clock (Unix seconds), for the repeats' windows.
     private let clock: @Sendable () -> Double
 
@@ -101,38 +101,65 @@ public final class AuditLog: Sendable {
     }
 
     /// Records one event. A failure to write the audit log is logged, never
-    /// turned into a failure of the operation it describes. A client's refusal (a requester with a pid, an outcome other than
-    /// `ok`) that repeats one written in the last minute is counted instead
-    /// (RefusalRepeats); the count is written when its minute is over.
+    /// turned into a failure of the operation it describes. A client's refusal
+    /// (a requester with a pid, an outcome other than `ok`), or a release, that
+    /// repeats one written in the last minute is counted instead, and past
+    /// `AuditRepeats.maxPerWindow` entries a minute such entries are counted per
+    /// kind (AuditRepeats); the counts are written when their minute is over.
     public func record(_ event: String, factor: String? = nil, outcome: String = "ok",
                        detail: [String: JSON] = [:], requester: Requester? = nil) {
-        let now = clock()
-        writeRepeats(repeats.withLock { $0.due(now: now) })
-        if let requester, requester.pid > 0, outcome != "ok" {
-            let key = RefusalRepeats.Key(event: event, factor: factor, outcome: outcome,
-                                         detail: JSON.object(detail).text, pid: requester.pid)
-            switch repeats.withLock({ $0.admit(key, detail: detail, requester: requester, now: now) }) {
-            case .write:
-                break
-            case .counted(let first):
-                // Written when the window is over, even if nothing else is recorded by then.
-                if first {
-                    headQueue.asyncAfter(deadline: .now() + RefusalRepeats.window + 1) { [self] in
-                        writeRepeats(repeats.withLock { $0.due(now: clock()) })
-                    }
-                }
-                return
-            }
-        }
-        append(entry(event, factor: factor, outcome: outcome, detail: detail, requester: requester))
+        let (due, admitted) = admit(event, factor: factor, outcome: outcome, detail: detail, requester: requester)
+        writeRepeats(due)
+        if admitted { append(entry(event, factor: factor, outcome: outcome, detail: detail, requester: requester)) }
     }
+
+    /// `record`, with the write (an fsync, and the head saved) on a task: for
+    /// the release path, which must never wait for the disk. What is written
+    /// or counted is decided here, so an app asking from a new process each
+    /// time starts at most one task per entry written, not one per request.
+    public func recordSoon(_ event: String, outcome: String = "ok", detail: [String: JSON] = [:], requester: Requester) {
+        let (due, admitted) = admit(event, factor: nil, outcome: outcome, detail: detail, requester: requester)
+        // The executable is read now, while the client is surely still there.
+        let made = admitted ? entry(event, outcome: outcome, detail: detail, requester: requester.withExecutableRead) : nil
+        guard made != nil || !due.isEmpty else { return }
+        Task.detached(priority: .utility) { [self] in
+            writeRepeats(due)
+            if let made { append(made) }
+        }
+    }
+
+    /// Whether an entry is written now (or counted, AuditRepeats), and the
+    /// counts whose minute is over, to be written first.
+    private func admit(_ event: String, factor: String?, outcome: String, detail: [String: JSON],
+                       requester: Requester?) -> (due: [(key: AuditRepeats.Key, count: AuditRepeats.Count)], admitted: Bool) {
+        let now = clock()
+        let due = repeats.withLock { $0.due(now: now) }
+        guard let requester, requester.pid > 0, outcome != "ok" || event == AuditLog.releaseEvent else { return (due, true) }
+        let key = AuditRepeats.Key(event: event, factor: factor, outcome: outcome,
+                                   detail: JSON.object(detail).text, pid: requester.pid)
+        switch repeats.withLock({ $0.admit(key, detail: detail, requester: requester, now: now) }) {
+        case .write:
+            return (due, true)
+        case .counted(let first):
+            // Written when the window is over, even if nothing else is recorded by then.
+            if first {
+                headQueue.asyncAfter(deadline: .now() + AuditRepeats.window + 1) { [self] in
+                    writeRepeats(repeats.withLock { $0.due(now: clock()) })
+                }
+            }
+            return (due, false)
+        }
+    }
+
+    /// A session handed to an app.
+    public static let releaseEvent = "release"
 
     /// Writes every repeat counted so far, its window over or not (vaultd calls it at shutdown).
     public func flushRepeats() {
         writeRepeats(repeats.withLock { $0.due(now: clock(), all: true) })
     }
 
-    private func writeRepeats(_ due: [(key: RefusalRepeats.Key, count: RefusalRepeats.Count)]) {
+    private func writeRepeats(_ due: [(key: AuditRepeats.Key, count: AuditRepeats.Count)]) {
         for (key, count) in due {
             var detail = count.detail
             detail["repeated"] = .int(Int64(count.repeated))

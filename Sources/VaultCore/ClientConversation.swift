@@ -54,6 +54,12 @@ public struct Requester: Sendable, Equatable {
     /// no secret asked through it.
     public var isConfined: Bool { trust == .sandboxed || trust == .unidentified }
 
+    /// The same peer with its executable read now (an entry written later,
+    /// on a task or when a count's minute ends, still names it).
+    public var withExecutableRead: Requester {
+        Requester(pid: pid, uid: uid, executable: executable, app: app, unidentified: unidentified)
+    }
+
     /// The peer's executable, for the audit log. Read when an entry is written,
     /// not per connection: most connections never need it. Best effort: the
     /// process may be gone.

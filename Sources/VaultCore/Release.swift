@@ -171,22 +171,20 @@ extension Vault {
     }
 
     /// Records a release (with the peer's pid, executable and app identity),
-    /// at most once a minute per process and account, on a task: the audit
-    /// write must never slow the release, and an app asking a thousand times a
-    /// second must not flood the log. A new process (each `vaultctl token`) is
-    /// always recorded. Every release is audited here, and only here: the
-    /// `session` op's, fast or slow, and the `login` op's.
+    /// at most once a minute per process and account, its write on a task:
+    /// the audit write must never slow the release, and an app asking a
+    /// thousand times a second must not flood the log. A new process (each
+    /// `vaultctl token`) is recorded, up to the log's cap a minute
+    /// (`AuditRepeats.maxPerWindow`, shared with refusals); past it, releases
+    /// are counted and the count written when the minute ends, so a granted
+    /// app that asks from a new process each time cannot fill the disk. Every
+    /// release is audited here, and only here: the `session` op's, fast or
+    /// slow, and the `login` op's.
     nonisolated func auditRelease(_ released: ReleasedSession, requester peer: Requester) {
         guard peer.trust != .vaultd,
               releaseAudit.shouldRecord(pid: peer.pid, account: released.meta.account, now: now()) else { return }
-        // Read /proc/PID/exe now, while the client is surely still there.
-        let requester = Requester(pid: peer.pid, uid: peer.uid, executable: peer.executable, app: peer.app,
-                                  unidentified: peer.unidentified)
-        let audit = self.audit
-        let detail = AppIdentity.auditDetail(peer.app, account: released.meta.account)
-        Task.detached(priority: .utility) {
-            audit.record("release", outcome: "ok", detail: detail, requester: requester)
-        }
+        audit.recordSoon(AuditLog.releaseEvent, detail: AppIdentity.auditDetail(peer.app, account: released.meta.account),
+                         requester: peer)
     }
 }
 
@@ -197,11 +195,19 @@ final class ReleaseAuditLimiter: Sendable {
         var account: String
     }
     private let last = Locked<[Key: Double]>([:])
+    static let keysKept = 10_000
     func shouldRecord(pid: Int32, account: String, now: Double) -> Bool {
         last.withLock { seen in
             let key = Key(pid: pid, account: account)
             if let t = seen[key], now - t < 60 { return false }
-            if seen.count > 10_000 { seen = seen.filter { now - $0.value < 60 } }
+            // A process per request fills this fast: swept once past 10,000,
+            // and emptied if the sweep leaves it as full (a few entries more
+            // then, which the log's cap a minute counts), so no request pays
+            // for a sweep of its own.
+            if seen.count > Self.keysKept {
+                seen = seen.filter { now - $0.value < 60 }
+                if seen.count > Self.keysKept / 2 { seen.removeAll(keepingCapacity: true) }
+            }
             seen[key] = now
             return true
         }

@@ -97,7 +97,7 @@ let audit = CLICommand(
                 let exe = e["exe"]?.stringValue.map { " by \($0)" } ?? ""
                 // Releases and grant decisions name the app (docs/threat-model.md, "Apps and their grants").
                 let app = e["detail"]?["app"]?.stringValue.map { " app \(e["detail"]?["app_kind"]?.stringValue ?? "?"):\($0)" } ?? ""
-                // A client's repeated refusals are written once a minute with their count (RefusalRepeats).
+                // A client's repeated refusals are written once a minute with their count (AuditRepeats).
                 let repeated = e["detail"]?["repeated"]?.intValue.map { " (+\($0) more like it)" } ?? ""
                 Stdio.out("\(e["seq"]?.intValue ?? 0)\t\(isoTime(at))\t\(e["event"]?.stringValue ?? "?")\(factor)\t\(e["outcome"]?.stringValue ?? "")\(exe)\(app)\(repeated)")
             }

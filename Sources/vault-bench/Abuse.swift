@@ -148,7 +148,7 @@ func measureBesideOtherUID(_ socket: String, account: String, count: Int) throws
 /// not granted, and with no dialog to ask through) asking for the login in a
 /// loop, each answered `app_not_allowed`; and how many audit entries those
 /// refusals wrote (a refusal repeated by the same process is counted, not
-/// written: RefusalRepeats.swift). nil without python3.
+/// written: AuditRepeats.swift). nil without python3.
 func measureBesideRefusedApp(_ socket: String, account: String, count: Int) throws -> (latency: Latency, refusals: Int, entries: Int)? {
     guard let python = which("python3") else { return nil }
     let script = """

@@ -91,6 +91,29 @@ final class AppGrantTests: VaultdTestCase {
         XCTAssertEqual(verified.exit, 0, verified.out + verified.err)
     }
 
+    /// A program run once per request (here `vaultctl token`, 75 processes)
+    /// is written once per process, up to the log's cap a minute; the rest are
+    /// counted, and the count is written when vaultd stops.
+    func testReleasesFromANewProcessEachTimeAreWrittenUpToTheCapThenCounted() throws {
+        let v = try startVaultd(config: "per_app = false\n" + VaultdProcess.fastPINConfig)
+        try importSession(v, account: "kari", accessToken: "at-many", refreshToken: nil)
+        for _ in 0..<75 {
+            let r = v.vaultctl(["token", "kari"])
+            XCTAssertEqual(r.exit, 0, r.err)
+        }
+        func releases() throws -> [JSON] { try auditEntries(v).filter { $0["event"] == "release" } }
+        // Written on tasks: wait for the ones the cap lets through.
+        XCTAssertTrue(try waitUntil(timeout: 10, interval: 0.1) { try releases().count >= 60 })
+        XCTAssertEqual(try releases().count, 60, "75 processes in a minute: 60 written")
+        try v.restart()
+        let rows = try releases()
+        XCTAssertEqual(rows.count, 61, "\(rows.map(\.text))")
+        XCTAssertEqual(rows.last?["detail"]?["repeated"], .int(15))
+        XCTAssertEqual(rows.last?["detail"]?["several_processes"], .bool(true))
+        let verified = v.vaultctl(["audit", "--verify"])
+        XCTAssertEqual(verified.exit, 0, verified.out + verified.err)
+    }
+
     func testPerAppOffGivesEveryProgramEverySession() throws {
         let v = try startVaultd(config: "per_app = false\n" + VaultdProcess.fastPINConfig)
         try importSession(v, account: "kari", accessToken: "at-shared", refreshToken: nil)

@@ -9,7 +9,7 @@ import VaultTestSupport
 /// An app that loops on what it is refused must not write the audit log (a
 /// durable write each) as fast as it asks: the first refusal is written, the
 /// repeats are counted and written as one entry when the minute is over.
-final class RefusalRepeatsTests: XCTestCase {
+final class AuditRepeatsTests: XCTestCase {
     /// An app with no dialog to ask through, so each request for a login it
     /// was not granted is refused (`grant` / `no_dialog`).
     final class UngrantedApp: ClientConversation, Sendable {
@@ -95,28 +95,55 @@ final class RefusalRepeatsTests: XCTestCase {
     func testManyProcessesMeetTheCapAndAreCountedTogether() async throws {
         let vault = try fx.vault([], clock: clock)
         _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: UngrantedApp(pid: 1, name: "org.example.Owner"))
-        for pid in Int32(100)..<Int32(100 + RefusalRepeats.maxPerWindow + 40) {
+        for pid in Int32(100)..<Int32(100 + AuditRepeats.maxPerWindow + 40) {
             await refuse(vault, UngrantedApp(pid: pid), times: 2)
         }
-        XCTAssertEqual(try refusals(vault).count, RefusalRepeats.maxPerWindow)
+        XCTAssertEqual(try refusals(vault).count, AuditRepeats.maxPerWindow)
         clock.advance(61)
         vault.audit.record("lock", outcome: "ok", detail: ["reason": "test"])
         let rows = try refusals(vault)
         let counts = rows.compactMap { try? JSON.parse(Array($0.detail.utf8)) }.filter { $0["repeated"] != nil }
         // Each written process's second refusal, then the 40 processes over the cap (2 each).
-        XCTAssertEqual(counts.filter { $0["several_processes"] == nil }.count, RefusalRepeats.maxPerWindow)
+        XCTAssertEqual(counts.filter { $0["several_processes"] == nil }.count, AuditRepeats.maxPerWindow)
         let several = counts.filter { $0["several_processes"] == .bool(true) }
         XCTAssertEqual(several.map { $0["repeated"] }, [.int(80)])
         XCTAssertNil(rows.first { (try? JSON.parse(Array($0.detail.utf8)))?["several_processes"] != nil }?.pid,
                      "a count across processes names none")
     }
 
+    /// A granted app that asks from a new process each time (a helper run per
+    /// request) was written once per release, with no bound: each an fsync'd
+    /// write on a task. Its releases meet the same cap a minute; the rest are
+    /// counted and written as one entry.
+    func testReleasesFromANewProcessEachTimeMeetTheCap() async throws {
+        let vault = try fx.vault([], clock: clock)
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: UngrantedApp(pid: 1, name: "org.example.Owner"))
+        let processes = AuditRepeats.maxPerWindow + 40
+        for pid in Int32(100)..<Int32(100 + processes) {
+            let released = try await vault.release(account: "kari", conversation: UngrantedApp(pid: pid, name: "org.example.Owner"))
+            XCTAssertEqual(released.accessToken, "at-T1")
+        }
+        func releases() throws -> [AuditRow] { try vault.audit.entries().filter { $0.event == "release" } }
+        // The entries written are written on tasks: wait for them.
+        let deadline = Date().addingTimeInterval(10)
+        while try releases().count < AuditRepeats.maxPerWindow, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertEqual(Set(try releases().compactMap(\.pid)), Set(100..<(100 + Int32(AuditRepeats.maxPerWindow))),
+                       "the first processes of the minute, each written (on tasks, so in any order)")
+        vault.audit.flushRepeats()
+        let rows = try releases()
+        XCTAssertEqual(rows.count, AuditRepeats.maxPerWindow + 1, "\(processes) releases: \(AuditRepeats.maxPerWindow) written, one count")
+        let count = try JSON.parse(Array(try XCTUnwrap(rows.last).detail.utf8))
+        XCTAssertEqual(count["repeated"], .int(40))
+        XCTAssertEqual(count["several_processes"], .bool(true))
+        XCTAssertNil(try vault.audit.verify())
+    }
+
     /// What a person does is not counted away: each wrong PIN carries its own
     /// failure count, and vaultd's own entries (no peer) are never limited.
     func testOnlyAClientsRepeatedRefusalsAreCounted() {
-        var r = RefusalRepeats()
+        var r = AuditRepeats()
         let person = Requester(pid: 7, uid: 0, executable: "/usr/bin/vaultctl")
-        func key(_ failures: Int) -> RefusalRepeats.Key {
+        func key(_ failures: Int) -> AuditRepeats.Key {
             .init(event: "unlock", factor: "pin", outcome: "failed", detail: "{\"failures\":\(failures)}", pid: 7)
         }
         XCTAssertEqual(r.admit(key(1), detail: [:], requester: person, now: 0), .write)

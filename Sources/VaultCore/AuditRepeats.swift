@@ -1,8 +1,10 @@
 import Locking
 import VaultProtocol
 
-/// Refusals a client can cause at will: an app asking again and again for a
-/// login it may not use, or for an op only the person may call. Each audit
+/// Entries a client can cause at will: refusals (an app asking again and
+/// again for a login it may not use, or for an op only the person may call)
+/// and releases from a new process each time (one a minute per process and
+/// account gets this far, `ReleaseAuditLimiter`). Each audit
 /// entry is a durable write (an fsync, and the head saved to the keyring), so
 /// without a bound a looping app could keep the store's writer busy, stall
 /// the broker and fill the disk (measured before this: 1,800 entries a second,
@@ -10,14 +12,14 @@ import VaultProtocol
 ///
 /// So a refusal is written the first time; the same refusal (event, factor,
 /// outcome and detail) for the same process within `window` is only counted,
-/// and at most `maxPerWindow` refusals are written a window in all — past that
+/// and at most `maxPerWindow` such entries are written a window in all — past that
 /// they are counted per kind, across processes. When a count's window is over
 /// its total is written as one entry with `"repeated": N` (and
 /// `"several_processes": true` for the per-kind count), so the log still says
 /// how many there were. Person-driven outcomes differ in their detail (a wrong
 /// PIN carries its failure count) or come from separate processes, so they
 /// are written one by one as before.
-struct RefusalRepeats {
+struct AuditRepeats {
     static let window: Double = 60
     static let maxPerWindow = 60
 
@@ -69,9 +71,7 @@ struct RefusalRepeats {
         writtenAt.append(now)
         // The executable is read now, while the process is surely there: a
         // count written a minute later names it too.
-        let known = Requester(pid: requester.pid, uid: requester.uid, executable: requester.executable,
-                              app: requester.app, unidentified: requester.unidentified)
-        counts[key] = Count(since: now, repeated: 0, detail: detail, requester: known)
+        counts[key] = Count(since: now, repeated: 0, detail: detail, requester: requester.withExecutableRead)
         return .write
     }
 
