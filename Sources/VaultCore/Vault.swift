@@ -336,6 +336,9 @@ public actor Vault {
     /// be read for revocation, and the result says so).
     public func logout(account: String?, all: Bool, requester: Requester) async throws(VaultFailure) -> LogoutResult {
         let (targets, everything) = try table.logoutTargets(account: account, all: all, requester: requester)
+        // Nothing the caller may see: nothing to write (an app that logs out
+        // in a loop, or from a vault with none, must not cost a durable write each time).
+        guard !targets.isEmpty else { return LogoutResult(removed: 0, revokedAtProvider: 0) }
         // Read what must be revoked before the records are gone.
         let revocations = vaultKey.map { sessions.revocations(of: targets, key: $0, providers: providers) } ?? []
         var removed = 0

@@ -130,6 +130,32 @@ final class AppGrantUnitTests: XCTestCase {
         XCTAssertEqual(released.accessToken, "at-T1", "asked again, and Allow")
     }
 
+    /// `logout` is open to every app, for what it may see. One that sees
+    /// nothing (or a vault with no session) and logs out in a loop wrote an
+    /// audit entry each time, a durable write; now it writes nothing.
+    func testLoggingOutNothingWritesNothing() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let vault = try fx.vault([])
+        let stranger = App("org.example.Stranger")
+        for _ in 0..<50 {
+            let r = try await vault.logout(account: nil, all: true, requester: stranger.requester)
+            XCTAssertEqual(r.removed, 0)
+        }
+        XCTAssertEqual(try vault.audit.entries().filter { $0.event == "logout" }.count, 0, "an empty vault: nothing to write")
+        _ = try await vault.importSession(importRequest(account: "kari", token: "T1"), conversation: App("org.example.Owner"))
+        for _ in 0..<50 {
+            let r = try await vault.logout(account: nil, all: true, requester: stranger.requester)
+            XCTAssertEqual(r.removed, 0)
+        }
+        XCTAssertEqual(try vault.audit.entries().filter { $0.event == "logout" }.count, 0, "none it may see: nothing to write")
+        let left = await vault.accounts().map(\.account)
+        XCTAssertEqual(left, ["kari"])
+        let owned = try await vault.logout(account: nil, all: true, requester: App("org.example.Owner").requester)
+        XCTAssertEqual(owned.removed, 1)
+        XCTAssertEqual(try vault.audit.entries().filter { $0.event == "logout" }.count, 1)
+    }
+
     /// Login starts are limited per app as grants name it, not per executable:
     /// two Flatpak apps on one runtime run the same /usr/bin/python3, and one
     /// starting logins in a loop must not keep the other from logging in.
