@@ -22,9 +22,59 @@ struct RefreshHold {
     var unsaved: [String: UnsavedRotation] = [:]
     /// Saves them again with a growing pause while any are held.
     var retry: Task<Void, Never>?
-    /// Shutdown has begun: no new refresh starts (one started now could be
-    /// cut off after the provider rotated the token).
-    var stopping = false
+}
+
+/// The refreshes running, one per session, behind a lock of their own rather
+/// than the actor: a request that finds its session due joins the running
+/// refresh, or starts it, from the thread it runs on.
+final class RefreshRegistry: Sendable {
+    typealias Running = Task<Result<ReleasedSession, VaultFailure>, Never>
+    private struct State {
+        var running: [String: Running] = [:]
+        /// Shutdown has begun: no new refresh starts (one started now could be
+        /// cut off after the provider rotated the token).
+        var stopping = false
+    }
+    private let state = Locked(State())
+
+    enum Joined {
+        case running(Running)
+        /// The session's record is not the one decided from: decide again.
+        case changed
+        case stopping
+    }
+
+    /// The refresh of `id` running now, or one `start` makes — if `current()`
+    /// says the record decided from is still the table's. Checked under this
+    /// lock, and a refresh leaves the registry only after its outcome is in
+    /// the table, so a request decided before a refresh ended either joins it
+    /// or sees the new record: the old refresh token is never sent twice.
+    func join(_ id: String, current: () -> Bool, start: () -> Running) -> Joined {
+        state.withLock { s in
+            if let task = s.running[id] { return .running(task) }
+            if s.stopping { return .stopping }
+            guard current() else { return .changed }
+            let task = start()
+            s.running[id] = task
+            return .running(task)
+        }
+    }
+
+    func ended(_ id: String, _ task: Running) {
+        state.withLock { s in
+            if s.running[id] == task { s.running[id] = nil }
+        }
+    }
+
+    /// Starts no more refreshes; returns the ones running.
+    func stop() -> [Running] {
+        state.withLock { s in
+            s.stopping = true
+            return Array(s.running.values)
+        }
+    }
+
+    var runningNow: [Running] { state.withLock { Array($0.running.values) } }
 }
 
 /// Keeping sessions fresh: silent refresh before the access token expires,
@@ -34,38 +84,39 @@ struct RefreshHold {
 extension Vault {
     /// Refreshes a session the release decision found too close to its end.
     /// A refresh already running for it answers this request too: 100 apps
-    /// waking at once wait for one token call.
-    func refresh(_ r: ReleaseStep.Refreshing) async throws(VaultFailure) -> ReleasedSession {
-        if let running = refreshing[r.id] { return try await running.value.get() }
-        if sessions.hold.unsaved[r.id] != nil { _ = sessions.saveHeld() }
-        let served = r.secret.accessToken.map { ReleasedSession(accessToken: $0, expiresAt: r.meta.accessExpiresAt, meta: r.meta) }
-        if sessions.hold.stopping {
-            if r.stillValid, let served { return served }
+    /// waking at once wait for one token call, which starts at the first of
+    /// them (no hop to the actor first). Nil: the session's record changed
+    /// since the decision (a refresh ended meanwhile): decide again.
+    nonisolated func refresh(_ r: ReleaseStep.Refreshing) async throws(VaultFailure) -> ReleasedSession? {
+        let joined = refreshes.join(r.id, current: { table.entry(r.id)?.row == r.row }) {
+            // Detached: a task made on the actor would run behind every
+            // request queued there.
+            Task.detached(priority: .high) { await self.performRefresh(r) }
+        }
+        switch joined {
+        case .changed:
+            return nil
+        case .stopping:
+            if r.stillValid, let token = r.secret.accessToken {
+                return ReleasedSession(accessToken: token, expiresAt: r.meta.accessExpiresAt, meta: r.meta)
+            }
             throw VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: r.provider.displayName))
+        case .running(let task):
+            let result = await task.value
+            refreshes.ended(r.id, task)
+            return try result.get()
         }
-        // Detached, so the token call starts now: a task made here would run on
-        // the actor, behind every request that queued there meanwhile (100
-        // apps waking at once put 99 ahead of it).
-        let (id, provider, refreshToken, secret, key) = (r.id, r.provider, r.refreshToken, r.secret, r.key)
-        let task = Task.detached(priority: .high) {
-            await self.performRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key)
-        }
-        refreshing[id] = task
-        let result = await task.value
-        refreshing[id] = nil
-        return try result.get()
     }
 
     /// The token call off the actor, then its outcome settled on it.
-    nonisolated func performRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
-                                    key: SecureBytes) async -> Result<ReleasedSession, VaultFailure> {
+    nonisolated func performRefresh(_ r: ReleaseStep.Refreshing) async -> Result<ReleasedSession, VaultFailure> {
         let outcome: Result<TokenGrant, VaultFailure>
         do {
-            outcome = .success(try await provider.refresh(refreshToken: refreshToken))
+            outcome = .success(try await r.provider.refresh(refreshToken: r.refreshToken))
         } catch {
             outcome = .failure(error)
         }
-        return await settleRefresh(id: id, provider: provider, refreshToken: refreshToken, secret: secret, key: key,
+        return await settleRefresh(id: r.id, provider: r.provider, refreshToken: r.refreshToken, secret: r.secret, key: r.key,
                                    outcome: outcome)
     }
 
@@ -136,9 +187,9 @@ extension Vault {
     /// stops anyway.
     public func settleRefreshes(within bound: Duration) async -> Bool {
         let deadline = ContinuousClock.now + bound
-        sessions.hold.stopping = true
-        var settled: Set<Task<Result<ReleasedSession, VaultFailure>, Never>> = []
-        while let task = refreshing.values.first(where: { !settled.contains($0) }) {
+        _ = refreshes.stop()
+        var settled: Set<RefreshRegistry.Running> = []
+        while let task = refreshes.runningNow.first(where: { !settled.contains($0) }) {
             guard await task.ends(before: deadline) else {
                 logger.warning("a refresh was still running when the shutdown bound ran out; vaultd stops without it")
                 return false

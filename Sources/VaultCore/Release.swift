@@ -2,6 +2,7 @@ import FoundationEssentials
 import Locking
 import VaultFactor
 import VaultProtocol
+import VaultStore
 
 /// What a release needs before its token can go, as decided by
 /// `Vault.decideRelease`: the one function that decides every release.
@@ -30,6 +31,8 @@ enum ReleaseStep {
         /// The access token still works for a few seconds: served if the refresh cannot run.
         let stillValid: Bool
         let meta: SessionMeta
+        /// The record it was decided from: a refresh starts only while the table still holds it.
+        let row: SessionRow
     }
 }
 
@@ -85,7 +88,7 @@ extension Vault {
             return .ended(id: view.id)
         }
         return .refresh(ReleaseStep.Refreshing(id: view.id, key: key, secret: secret, refreshToken: refreshToken,
-                                               provider: provider, stillValid: stillValid, meta: meta))
+                                               provider: provider, stillValid: stillValid, meta: meta, row: view.entry.row))
     }
 
     /// The release a request gets without waiting for anything: nil when the
@@ -108,7 +111,14 @@ extension Vault {
     /// the refresh token. `minValid` (seconds): an access token that expires
     /// sooner is refreshed first (like oidc-agent's `min_valid_period`), so a
     /// caller can ask for a token that outlives its job.
-    public func release(account: String?, minValid: Int64 = 0, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+    ///
+    /// Not on the actor: only the steps that change its state go there (a
+    /// grant asked about, an unlock, a reseal, an ended session). A refresh is
+    /// joined or started through the registry from whatever thread runs this,
+    /// so a hundred apps waking on an expired token wait for one token call
+    /// without a hop to the actor each, and the call starts at the first one.
+    public nonisolated func release(account: String?, minValid: Int64 = 0,
+                                    conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         let requester = conversation.requester
         // No account named: the only one the app may see (a sandboxed app is
         // never told the names of accounts it is not granted). Pinned once, so
@@ -122,13 +132,16 @@ extension Vault {
         while true {
             switch try decideRelease(account: account, minValid: minValid, requester: requester, grantSettled: grantSettled) {
             case .release(let released, let noteUse):
-                if let noteUse { grants.used(noteUse, account: released.meta.account, now: Int64(now())) }
+                if let noteUse { await noteGrantUse(noteUse, account: released.meta.account) }
                 return await handOver(released, conversation)
             case .checkGrant(let meta):
                 try await checkGrant(account: meta.account, meta: meta, conversation: conversation)
                 grantSettled = true
             case .unlock:
-                guard !unlockTried else { throw unlockFailure ?? policy.lockedFailure() }
+                if unlockTried {
+                    if let unlockFailure { throw unlockFailure }
+                    throw await lockedFailure()
+                }
                 unlockTried = true
                 do {
                     try await ensureUnlocked(conversation, preferred: nil)
@@ -139,28 +152,45 @@ extension Vault {
                     unlockFailure = error
                 }
             case .reseal:
-                guard !resealed, let vk = vaultKey else { throw policy.lockedFailure() }
+                guard !resealed, await resealWaiting() else { throw await lockedFailure() }
                 resealed = true
-                sessions.resealWaiting(vk)
             case .ended(let id):
-                sessions.forget(id: id, reason: "expired")
+                await forget(id, reason: "expired")
                 throw VaultFailure(.sessionExpired)
             case .refresh(let refreshing):
                 // The token a refresh brings is returned even if the provider
                 // gave it a shorter life than `minValid`: refreshing again
-                // could not make it longer.
-                return await handOver(try await refresh(refreshing), conversation)
+                // could not make it longer. Nil: the session changed since
+                // the decision (a refresh ended meanwhile): decide again.
+                if let refreshed = try await refresh(refreshing) { return await handOver(refreshed, conversation) }
             }
         }
     }
 
-    /// The end of every release by the actor: noted as served, then the offer
-    /// to set a factor up again, if one is pending.
-    private func handOver(_ released: ReleasedSession, _ conversation: any ClientConversation) async -> ReleasedSession {
+    /// The end of every release: noted as served, then the offer to set a
+    /// factor up again, if one is pending (the actor's to make).
+    private nonisolated func handOver(_ released: ReleasedSession, _ conversation: any ClientConversation) async -> ReleasedSession {
         served(released, requester: conversation.requester)
-        await offerPendingReenrollment(conversation)
+        if offerPending.withLock({ $0 }) { await offerPendingReenrollment(conversation) }
         return released
     }
+
+    /// The release's steps that change the actor's state.
+    private func noteGrantUse(_ app: AppIdentity, account: String) {
+        grants.used(app, account: account, now: Int64(now()))
+    }
+
+    /// What a client is told when the vault stays locked.
+    func lockedFailure() -> VaultFailure { policy.lockedFailure() }
+
+    /// Seals the sessions stored while the vault key was away under it; false while it is out.
+    private func resealWaiting() -> Bool {
+        guard let vk = vaultKey else { return false }
+        sessions.resealWaiting(vk)
+        return true
+    }
+
+    private func forget(_ id: String, reason: String) { sessions.forget(id: id, reason: reason) }
 
     /// A release went out: the idle timer starts again (only a request that
     /// was served restarts it: an app asking for what it is refused must not

@@ -27,8 +27,8 @@ public actor Vault {
     /// Durable changes a confined app asks for (`import`, `context`), per app:
     /// each is a commit, so an app in a loop is slowed down (`admitConfinedWrite`).
     var confinedWrites = LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60)
-    /// One refresh per session at a time; everyone else awaits the same task.
-    var refreshing: [String: Task<Result<ReleasedSession, VaultFailure>, Never>] = [:]
+    /// One refresh per session at a time; everyone else awaits the same task (Refresh.swift).
+    nonisolated let refreshes = RefreshRegistry()
     /// The session records, sealed and opened, and the rotations the store
     /// refused (Sessions.swift).
     var sessions: Sessions

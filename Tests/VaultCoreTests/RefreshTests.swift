@@ -57,6 +57,26 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(try fx.store.sessions().count, 0)
     }
 
+    /// A request decides off the actor, then joins or starts the refresh. One
+    /// that decided before another's refresh ended finds the record changed
+    /// and decides again: the rotated-away refresh token is never sent.
+    func testARequestDecidedBeforeARefreshEndedDoesNotSendTheOldTokenAgain() async throws {
+        let (bankid, vault) = try await loggedIn(accessTTL: 30)   // inside the refresh window
+        let requester = Requester(pid: 0, uid: 0)
+        guard case .refresh(let early) = try vault.decideRelease(account: "bankid", minValid: 0, requester: requester,
+                                                                   grantSettled: false) else {
+            return XCTFail("the session should be due for a refresh")
+        }
+        let first = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(first.accessToken, "AT-bankid-2")
+        let late = try await vault.refresh(early)
+        XCTAssertNil(late, "decided from the record before the refresh: decide again")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1"], "RT-bankid-1 sent once")
+        let again = try await vault.release(account: "bankid", conversation: SilentConversation())
+        XCTAssertEqual(again.accessToken, "AT-bankid-3")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen, ["RT-bankid-1", "RT-bankid-2"])
+    }
+
     func testARotationTheStoreRefusesIsServedUsedAndSavedWhenItCan() async throws {
         let (bankid, vault) = try await loggedIn(accessTTL: 30)   // inside the refresh window: every release refreshes
         XCTAssertEqual(try storedTokenHash(), Self.hash("RT-bankid-1"))
