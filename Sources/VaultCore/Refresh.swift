@@ -30,7 +30,8 @@ struct RefreshHold {
 final class RefreshRegistry: Sendable {
     typealias Running = Task<Result<ReleasedSession, VaultFailure>, Never>
     private struct State {
-        var running: [String: Running] = [:]
+        var running: [String: (serial: UInt64, task: Running)] = [:]
+        var serial: UInt64 = 0
         /// Shutdown has begun: no new refresh starts (one started now could be
         /// cut off after the provider rotated the token).
         var stopping = false
@@ -44,37 +45,35 @@ final class RefreshRegistry: Sendable {
         case stopping
     }
 
-    /// The refresh of `id` running now, or one `start` makes — if `current()`
-    /// says the record decided from is still the table's. Checked under this
-    /// lock, and a refresh leaves the registry only after its outcome is in
-    /// the table, so a request decided before a refresh ended either joins it
-    /// or sees the new record: the old refresh token is never sent twice.
-    func join(_ id: String, current: () -> Bool, start: () -> Running) -> Joined {
+    /// The refresh of `id` running now, or one `start` makes (given the serial
+    /// it ends with) — if `current()` says the record decided from is still
+    /// the table's. Checked under this lock, and a refresh leaves the registry
+    /// only after its outcome is in the table, so a request decided before a
+    /// refresh ended either joins it or sees the new record: the old refresh
+    /// token is never sent twice.
+    func join(_ id: String, current: () -> Bool, start: (UInt64) -> Running) -> Joined {
         state.withLock { s in
-            if let task = s.running[id] { return .running(task) }
+            if let running = s.running[id] { return .running(running.task) }
             if s.stopping { return .stopping }
             guard current() else { return .changed }
-            let task = start()
-            s.running[id] = task
+            s.serial += 1
+            let task = start(s.serial)
+            s.running[id] = (s.serial, task)
             return .running(task)
         }
     }
 
-    func ended(_ id: String, _ task: Running) {
+    /// Called by the refresh itself once its outcome is in the table.
+    func ended(_ id: String, serial: UInt64) {
         state.withLock { s in
-            if s.running[id] == task { s.running[id] = nil }
+            if s.running[id]?.serial == serial { s.running[id] = nil }
         }
     }
 
-    /// Starts no more refreshes; returns the ones running.
-    func stop() -> [Running] {
-        state.withLock { s in
-            s.stopping = true
-            return Array(s.running.values)
-        }
-    }
+    /// Starts no more refreshes.
+    func stop() { state.withLock { $0.stopping = true } }
 
-    var runningNow: [Running] { state.withLock { Array($0.running.values) } }
+    var runningNow: [Running] { state.withLock { $0.running.values.map(\.task) } }
 }
 
 /// Keeping sessions fresh: silent refresh before the access token expires,
@@ -85,15 +84,11 @@ extension Vault {
     /// Refreshes a session the release decision found too close to its end.
     /// A refresh already running for it answers this request too: 100 apps
     /// waking at once wait for one token call, which starts at the first of
-    /// them (no hop to the actor first). Nil: the session's record changed
-    /// since the decision (a refresh ended meanwhile): decide again.
+    /// them (`releaseIfReady` starts it on the thread that read the request).
+    /// Nil: the session's record changed since the decision (a refresh ended
+    /// meanwhile): decide again.
     nonisolated func refresh(_ r: ReleaseStep.Refreshing) async throws(VaultFailure) -> ReleasedSession? {
-        let joined = refreshes.join(r.id, current: { table.entry(r.id)?.row == r.row }) {
-            // Detached: a task made on the actor would run behind every
-            // request queued there.
-            Task.detached(priority: .high) { await self.performRefresh(r) }
-        }
-        switch joined {
+        switch joinRefresh(r) {
         case .changed:
             return nil
         case .stopping:
@@ -102,9 +97,19 @@ extension Vault {
             }
             throw VaultFailure(.cancelled, message: Messages.refreshInterrupted(provider: r.provider.displayName))
         case .running(let task):
-            let result = await task.value
-            refreshes.ended(r.id, task)
-            return try result.get()
+            return try await task.value.get()
+        }
+    }
+
+    /// Joins the refresh of `r`'s session, or starts it: detached, so it
+    /// runs now and not behind the requests queued for the executor.
+    nonisolated func joinRefresh(_ r: ReleaseStep.Refreshing) -> RefreshRegistry.Joined {
+        refreshes.join(r.id, current: { table.entry(r.id)?.row == r.row }) { serial in
+            Task.detached(priority: .high) {
+                let result = await self.performRefresh(r)
+                self.refreshes.ended(r.id, serial: serial)
+                return result
+            }
         }
     }
 
@@ -187,7 +192,7 @@ extension Vault {
     /// stops anyway.
     public func settleRefreshes(within bound: Duration) async -> Bool {
         let deadline = ContinuousClock.now + bound
-        _ = refreshes.stop()
+        refreshes.stop()
         var settled: Set<RefreshRegistry.Running> = []
         while let task = refreshes.runningNow.first(where: { !settled.contains($0) }) {
             guard await task.ends(before: deadline) else {

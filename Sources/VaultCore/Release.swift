@@ -92,17 +92,25 @@ extension Vault {
     }
 
     /// The release a request gets without waiting for anything: nil when the
-    /// decision needs a step only the actor takes (or fails: the actor says
+    /// decision needs a step (`release` takes it) or fails (`release` says
     /// why, in the same words). Called by the server on the thread that read
-    /// the request.
+    /// the request. A session due for a refresh has its token call started
+    /// here and now, before the request's task is even made: a hundred apps
+    /// waking at once start it at the first one's read.
     public nonisolated func releaseIfReady(account: String?, minValid: Int64, requester: Requester,
                                            interactive: Bool) -> ReleasedSession? {
         // The offer to set a factor up after a login is the actor's to make.
         if interactive, offerPending.withLock({ $0 }) { return nil }
-        guard case .release(let released, noteUse: nil)? = try? decideRelease(
-            account: account, minValid: minValid, requester: requester, grantSettled: false) else { return nil }
-        served(released, requester: requester)
-        return released
+        switch try? decideRelease(account: account, minValid: minValid, requester: requester, grantSettled: false) {
+        case .release(let released, noteUse: nil)?:
+            served(released, requester: requester)
+            return released
+        case .refresh(let due)?:
+            _ = joinRefresh(due)
+            return nil
+        default:
+            return nil
+        }
     }
 
     /// Releases a session to an app, taking each step the decision asks for

@@ -377,18 +377,30 @@ def paste_on_wayland(socket_path, ctl, env):
     # wl-copy holds the selection until it is stopped. On mutter, which offers no
     # data-control protocol, it (and wl-paste) maps a tiny surface for a moment to
     # be allowed to set (read) it; mutter then gives the keyboard back to the dialog.
-    clipboard = subprocess.Popen(["wl-copy", "--foreground"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    clipboard.stdin.write(PIN.encode())
-    clipboard.stdin.close()
+    # Its one try to set it can lose the race for the keyboard on a busy machine
+    # (the dialog takes it back): a password manager's user would copy again.
+    def copy():
+        c = subprocess.Popen(["wl-copy", "--foreground"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        c.stdin.write(PIN.encode())
+        c.stdin.close()
+        return c
+    clipboard = copy()
     try:
         # Set once wl-paste reads it back (read here, never printed).
-        end, held = time.time() + 15, False
-        while not held and time.time() < end:
-            held = subprocess.run(["wl-paste", "--no-newline"], capture_output=True, text=True,
-                                  timeout=10).stdout == PIN
-            if not held:
-                time.sleep(0.2)
+        held = False
+        for attempt in range(3):
+            end = time.time() + 5
+            while not held and time.time() < end:
+                held = subprocess.run(["wl-paste", "--no-newline"], capture_output=True, text=True,
+                                      timeout=10).stdout == PIN
+                if not held:
+                    time.sleep(0.2)
+            if held:
+                break
+            clipboard.terminate()
+            clipboard.wait(10)
+            clipboard = copy()
         check(held, "paste: the PIN is on the clipboard")
         keypress("ctrl+v")
         keypress("Return")
