@@ -221,6 +221,7 @@ let package = Package(
         .executableTarget(name: "vault-fpstub", dependencies: ["FPStubProgram"], swiftSettings: strict),
         .executableTarget(name: "vault-bench", dependencies: [
             "VaultClient", "VaultProtocol", "SecurityChip", "SodiumKit", "CSodium", "FingerprintFactor", "Keyring", "Locking",
+            "CVaultShims",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ], swiftSettings: strict),

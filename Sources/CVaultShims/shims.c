@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <sched.h>
 #include "vault_shims.h"
 
 int sv_set_not_dumpable(void) {
@@ -78,4 +79,14 @@ int sv_catch_signals(const int *signals, int count) {
     action.sa_flags = SA_RESTART;
     for (int i = 0; i < count; i++) sigaction(signals[i], &action, NULL);
     return fds[0];
+}
+
+int sv_pin_thread(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    long count = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < count && c < CPU_SETSIZE; c++) {
+        if (cpu < 0 || c == cpu) CPU_SET(c, &set);
+    }
+    return sched_setaffinity(0, sizeof set, &set);
 }

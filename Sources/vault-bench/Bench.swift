@@ -90,10 +90,19 @@ struct VaultBench: ParsableCommand {
         let answers = try EchoFloor.capture(daemon.socket, account: "one-0")
         let echo = try EchoFloor(helloAnswer: answers.hello, sessionAnswer: answers.session)
         defer { echo.stop() }
-        let floor = try medianOfThree { try measurePersistent(echo.socket, account: "one-0", count: requests) }
-        table.add("floor: echo server, same bytes, persistent connection, p50 (no vault)", us(floor.p50), "", nil)
-        let floorConnect = try measureConnectPerRequest(echo.socket, account: "one-0", count: requests / 4)
-        table.add("floor: echo server, connect + hello + session + reply, p50 (no vault)", us(floorConnect.p50), "", nil)
+        // Server and client on two cores, as vaultd and its clients are (Floor.swift, `Cores`).
+        let floor = try Cores.on(Cores.client(sameCore: false)) {
+            try medianOfThree { try measurePersistent(echo.socket, account: "one-0", count: requests) }
+        }
+        table.add("floor: echo server, same bytes, persistent connection, p50 (no vault; two cores)", us(floor.p50), "", nil)
+        let sameCore = try Cores.on(Cores.client(sameCore: true)) {
+            try medianOfThree { try measurePersistent(echo.socket, account: "one-0", count: requests) }
+        }
+        table.add("… the same pair on one core (no core to wake), p50", us(sameCore.p50), "", nil)
+        let floorConnect = try Cores.on(Cores.client(sameCore: false)) {
+            try measureConnectPerRequest(echo.socket, account: "one-0", count: requests / 4)
+        }
+        table.add("floor: echo server, connect + hello + session + reply, p50 (no vault; two cores)", us(floorConnect.p50), "", nil)
         func timesFloor(_ ns: UInt64, _ floor: UInt64) -> String { String(format: "%.1f× floor", Double(ns) / Double(max(1, floor))) }
         // A frame vaultd answers on its event loop without the broker: framing and JSON only.
         let inline = try measurePersistent(daemon.socket, frame: Request(id: 1, op: "answer", fields: ["pid": "none"]).encoded(), count: requests)

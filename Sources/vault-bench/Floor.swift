@@ -1,6 +1,7 @@
 import Foundation
 import VaultClient
 import VaultProtocol
+import CVaultShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,8 +43,11 @@ final class EchoFloor: Sendable {
     }
 
     /// One connection at a time, as the measurements use it; a line with
-    /// `"op":"hello"` gets hello's answer, any other the session's.
+    /// `"op":"hello"` gets hello's answer, any other the session's. On the
+    /// last CPU (`Cores.server`), as vaultd's event loop is on a core of its
+    /// own while a client waits.
     private func serve() {
+        Cores.pinThisThread(to: Cores.server)
         let hello = Array(#""op":"hello""#.utf8)
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -106,5 +110,31 @@ final class EchoFloor: Sendable {
         let hello = try c.readLine()
         try c.send(Request(id: 2, op: "session", fields: ["account": .string(account)]).encoded())
         return (hello, try c.readLine())
+    }
+}
+
+/// Where the floor's two ends run. Left to the scheduler, the echo pair
+/// sometimes shares one core (a round trip of ~10 µs here: no idle core to
+/// wake) and sometimes not (~40 µs), run to run, while vaultd's event loop
+/// waits on a core of its own: its release is the same either way. So the
+/// floor is measured with its server on the last CPU and its client on the
+/// first, the case vaultd is in; the same pair on one core is printed beside it.
+enum Cores {
+    static let count = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    /// The echo server's CPU.
+    static let server: Int? = count >= 2 ? count - 1 : nil
+    /// The client's CPU while it measures the floor: another one, or the same.
+    static func client(sameCore: Bool) -> Int? { count >= 2 ? (sameCore ? count - 1 : 0) : nil }
+
+    /// Pins the calling thread to `cpu` (nil: every CPU).
+    static func pinThisThread(to cpu: Int?) {
+        _ = sv_pin_thread(Int32(cpu ?? -1))
+    }
+
+    /// `measure` with the calling thread on `cpu`, then free again.
+    static func on<T>(_ cpu: Int?, _ measure: () throws -> T) rethrows -> T {
+        pinThisThread(to: cpu)
+        defer { pinThisThread(to: nil) }
+        return try measure()
     }
 }

@@ -18,5 +18,8 @@ int sv_pidfd_alive(int pidfd);
    be made; then nothing was changed). Installed synchronously, so no signal
    sent after this returns is lost or takes its default action. */
 int sv_catch_signals(const int *signals, int count);
+/// Pins the calling thread to CPU `cpu`, or frees it to every CPU when `cpu`
+/// is negative (sched_setaffinity needs _GNU_SOURCE). For vault-bench's floor.
+int sv_pin_thread(int cpu);
 
 #endif
