@@ -300,7 +300,13 @@ final class DesktopPromptTests: VaultdTestCase {
     /// push button" / "Avbryt trykknapp"); after a wrong PIN it says why; the PIN gets the
     /// app its session and is never spoken, whole or a digit at a time. The choice of
     /// login and a new PIN typed twice (English: both fields by their labels, two PINs
-    /// that differ said so) and the fingerprint's wait (bokmål) are announced the same way.
+    /// that differ said so) and the fingerprint's wait (bokmål) are announced the same way,
+    /// and so are the app-grant dialog (both languages: Allow focused, Tab to Deny and Only
+    /// this time, Alt+O / Alt+A), the offer of fingerprint login after a login (Turn on,
+    /// Tab to Cancel and Not now, Alt+N), a message ("PIN is set up.", Close) and a
+    /// yes/no question (bokmål: Start over, Ja, Tab to Avbryt and Nei, Alt+N). The
+    /// settings app (bokmål): Tab says the Lock button, each unlock method's state
+    /// ("Fingeravtrykk er slått på") and its buttons; Orca+KP_Enter names the window.
     func testOrcaSpeaksTheDialog() throws {
         for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy", "/usr/bin/localedef"]
         where !FileManager.default.isExecutableFile(atPath: tool) {
@@ -316,7 +322,7 @@ final class DesktopPromptTests: VaultdTestCase {
                                   probe: "import pyatspi, speechd, gi; gi.require_version('Gtk', '4.0'); gi.require_version('Adw', '1')",
                                   missing: "pyatspi, speechd, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, python3-speechd, gir1.2-gtk-4.0, gir1.2-adw-1)",
                                   env: ["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": own],
-                                  timeout: 120)
+                                  timeout: 180)
         XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
         XCTAssertTrue(r.out.contains("orca: 0 failed"), r.out)
         XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
@@ -342,12 +348,38 @@ final class DesktopPromptTests: VaultdTestCase {
                    "nb: fingerprint: and the focused way out ('Bruk PIN-kode i stedet trykknapp')",
                    "nb: fingerprint: a scan ended the wait and the app got its session",
                    "the PIN is never spoken, whole or a digit at a time"]
+        // The other dialogs and the settings app (issue 22): each said when it appears,
+        // its focused button, Tab through the others, answered by keyboard.
+        for (lang, button, others, key) in [("en", "push button", "'Deny' and 'Only this time'", "alt+o"),
+                                            ("nb", "trykknapp", "'Avslå' and 'Bare denne gangen'", "alt+a")] {
+            checks += ["\(lang): grant: when it appears, Orca names the dialog and says what it asks",
+                       "\(lang): grant: and the focused button", "\(lang): grant: Tab, Tab: Orca says \(others), each a \(button)",
+                       "\(lang): grant: \(key) answered"]
+        }
+        checks += ["en: offer: when it appears, Orca names the dialog and says what it asks ('Turn on fingerprint login?')",
+                   "en: offer: and the focused button ('Turn on push button')",
+                   "en: offer: Tab, Tab: Orca says 'Cancel' and 'Not now', each a push button",
+                   "en: offer: Alt+N answered Not now and the app has its session, at once",
+                   "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')",
+                   "en: message: and its one button, focused ('Close push button')", "en: message: Enter closes it",
+                   "nb: confirm: when it appears, Orca names the dialog and says what it asks ('Begynne på nytt?')",
+                   "nb: confirm: and the focused button ('Ja trykknapp')",
+                   "nb: confirm: Tab, Tab: Orca says 'Avbryt' and 'Nei', each a trykknapp",
+                   "nb: confirm: Alt+N answered Nei, nothing deleted",
+                   "nb: settings: Tab on: Orca says the Lock button ('Lås trykknapp')",
+                   "nb: settings: Tab on: Orca says the fingerprint's state, with its heading ('Opplåsing.' 'Fingeravtrykk er slått på')",
+                   "nb: settings: Tab on: Orca says the fingerprint's buttons ('Sett opp på nytt trykknapp' 'Slå av trykknapp')",
+                   "nb: settings: Tab on: Orca says the PIN's state ('PIN-kode er slått på')",
+                   "nb: settings: Tab on: Orca says the PIN's buttons ('Bytt PIN-kode trykknapp' 'Fjern PIN-kode trykknapp')",
+                   "nb: settings: Orca+KP_Enter: Orca names the window ('SessionVault')"]
         let lines = r.out.split(separator: "\n")
         for check in checks {
             XCTAssertTrue(lines.contains { $0.hasPrefix("CHECK ok \(check)") }, "\(check): \(r.out)")
         }
         // What Orca said, word for word, as the log shows it.
         for said in ["en SPEECH OUTPUT: 'PIN: password text.'", "en SPEECH OUTPUT: 'Cancel push button.'",
+                     "en SPEECH OUTPUT: 'Allow push button.'", "nb SPEECH OUTPUT: 'Tillat trykknapp.'",
+                     "en SPEECH OUTPUT: 'Close push button.'", "nb SPEECH OUTPUT: 'Fingeravtrykk er slått på.'",
                      "nb SPEECH OUTPUT: 'PIN-kode: passordtekst.'", "nb SPEECH OUTPUT: 'Avbryt trykknapp.'"] {
             XCTAssertTrue(lines.contains { $0 == said }, "\(said): \(r.out)")
         }

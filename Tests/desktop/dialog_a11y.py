@@ -130,9 +130,11 @@ def start_vaultd(extra, data_dir, socket_path, config, env, log):
     return vaultd
 
 
-def in_background(socket_path, client, op, lang="en", **fields):
+def in_background(socket_path, client, op, lang="en", hold=None, **fields):
     """`op` asked on a thread by an app that lets vaultd show its own dialogs:
-    (the thread, its outcome: "result", or "error" and "message")."""
+    (the thread, its outcome: "result", or "error" and "message"). With `hold`
+    (a threading.Event) the app stays connected after the answer until it is set:
+    a message vaultd shows after it (“PIN is set up.”) closes when its app goes."""
     result = {}
 
     def run():
@@ -140,11 +142,46 @@ def in_background(socket_path, client, op, lang="en", **fields):
             with VaultClient(socket_path, timeout=60) as c:
                 c.hello(client, lang=lang, prompter="vault")
                 result["result"] = c.call(op, **fields)
+                if hold is not None:
+                    hold.wait(60)
         except VaultError as e:
             result["error"], result["message"] = e.code, str(e)
     t = threading.Thread(target=run)
     t.start()
     return t, result
+
+
+def another_app_asks(work, socket_path, env, lang="en"):
+    """Another app asks for Kari's session, so vaultd shows the grant dialog: a copy
+    of the interpreter named "kalender" (vaultd knows an app by its program). It
+    prints {"token": ...} or {"error": code} when answered; returns its process."""
+    other = os.path.join(work, "kalender")
+    asker = os.path.join(work, "asker.py")
+    if not os.path.exists(asker):
+        shutil.copy(os.path.realpath(sys.executable), other)
+        with open(asker, "w") as f:
+            f.write("import json, sys\nsys.path.insert(0, %r)\nfrom sessionvault import VaultClient, VaultError\n"
+                    "try:\n    with VaultClient(%r, timeout=60) as c:\n"
+                    "        c.hello('kalender', lang=sys.argv[1], prompter='vault')\n"
+                    "        print(json.dumps({'token': c.session('kari').get('access_token')}))\n"
+                    "except VaultError as e:\n    print(json.dumps({'error': e.code}))\n"
+                    % (os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"), socket_path))
+    return subprocess.Popen([other, asker, lang], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def demo_browser_path(work, gate=None):
+    """A directory for the front of vaultd's PATH whose xdg-open plays the person in
+    the browser (scripts/demo-browser, as TEST_USER, default Kari): vaultd opens the
+    login page with it. With `gate`, only once that file exists (before it the page
+    is left unopened, as when the person closed the tab)."""
+    bin_dir = os.path.join(work, "bin")
+    os.makedirs(bin_dir)
+    demo_browser = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "demo-browser")
+    with open(os.path.join(bin_dir, "xdg-open"), "w") as f:
+        f.write('#!/bin/sh\n%sexec /usr/bin/python3 %s "$1" 2>/dev/null\nexit 0\n'
+                % ("[ -e %s ] && " % gate if gate else "", demo_browser))
+    os.chmod(os.path.join(bin_dir, "xdg-open"), 0o755)
+    return bin_dir
 
 
 def enroll_pin_and_import(socket_path, env, client, pin=PIN, checked=None):
@@ -174,13 +211,8 @@ def walk_login(work, config, env):
     # vaultd opens the login page with the xdg-open on its PATH: this one plays the
     # person in the browser (scripts/demo-browser) once `browser-on` exists, and
     # before that leaves the page unopened, as when the person closed the tab.
-    bin_dir = os.path.join(work, "bin")
-    os.makedirs(bin_dir)
     browser_on = os.path.join(work, "browser-on")
-    demo_browser = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "demo-browser")
-    with open(os.path.join(bin_dir, "xdg-open"), "w") as f:
-        f.write('#!/bin/sh\n[ -e %s ] && exec /usr/bin/python3 %s "$1" 2>/dev/null\nexit 0\n' % (browser_on, demo_browser))
-    os.chmod(os.path.join(bin_dir, "xdg-open"), 0o755)
+    bin_dir = demo_browser_path(work, gate=browser_on)
     demo_env = dict(env, PATH=bin_dir + ":/usr/bin:/bin", BROWSER="")
     stub_state = os.path.join(work, "fpstub.json")
     demo_config = os.path.join(work, "demo.toml")
@@ -530,18 +562,8 @@ def main():
             # focused main action; Alt+O answers "Only this time", Alt+D "Deny".
             r = subprocess.run(ctl + ["unlock", "pin"], input=PIN + "\n", capture_output=True, text=True, env=env)
             check(r.returncode == 0, "unlocked for the grant dialog: %s" % r.stderr.strip())
-            other = os.path.join(work, "kalender")
-            shutil.copy(os.path.realpath(sys.executable), other)
-            asker = os.path.join(work, "asker.py")
-            with open(asker, "w") as f:
-                f.write("import json, sys\nsys.path.insert(0, %r)\nfrom sessionvault import VaultClient, VaultError\n"
-                        "try:\n    with VaultClient(%r, timeout=60) as c:\n"
-                        "        c.hello('kalender', lang='en', prompter='vault')\n"
-                        "        print(json.dumps({'token': c.session('kari').get('access_token')}))\n"
-                        "except VaultError as e:\n    print(json.dumps({'error': e.code}))\n"
-                        % (os.path.join(os.path.dirname(os.path.dirname(HERE)), "clients", "python"), socket_path))
             for key, answer in (("alt+o", {"token": "AT-a11y"}), ("alt+d", {"error": "app_not_allowed"})):
-                app = subprocess.Popen([other, asker], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                app = another_app_asks(work, socket_path, env)
                 nodes = dialog_tree("to use your")
                 check(nodes is not None, "grant: the dialog is in the accessible tree")
                 names, focused = choices(nodes)

@@ -25,20 +25,23 @@ Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
 ORCA_DEBUG=FILE keeps Orca's full debug log in FILE.en and FILE.nb, to find why
 a check failed: it holds every event Orca heard, so read it, do not publish it.
 """
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from atspi_wait import Checks, wait_for_registry
-from dialog_a11y import VaultClient, enroll_pin_and_import, in_background, start_vaultd
+from dialog_a11y import another_app_asks, demo_browser_path, enroll_pin_and_import, in_background, start_vaultd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PINENTRY = os.environ.get("PINENTRY", os.path.join(ROOT, "clients", "dialog", "sessionvault-pinentry"))
+SETTINGS = os.path.join(ROOT, "clients", "settings", "sessionvault-settings")
 PIN = "582946"
 WRONG_PIN = "000000"
 # A new PIN typed differently in its two fields.
@@ -79,11 +82,19 @@ SAID = re.compile(r"^SPEECH OUTPUT: '(.*?)'(?: \{.*\})?$")
 WORDS = {
     "en": {"dialog": "dialog", "button": "push button", "password": "password text",
            "app": "wants to use your login", "type": "Enter your PIN:", "field": "PIN:",
-           "cancel": "Cancel", "ok": "OK"},
+           "cancel": "Cancel", "ok": "OK",
+           "grant": "Allow ‘kalender’ to use your", "allow": "Allow", "grant_others": ("Deny", "Only this time"),
+           "grant_key": "alt+o", "grant_answer": {"token": "AT-orca"}},
     "nb": {"dialog": "dialog", "button": "trykknapp", "password": "passordtekst",
            "app": "vil bruke innloggingen din", "type": "Skriv inn PIN-koden:", "field": "PIN-kode:",
            "cancel": "Avbryt", "ok": "OK", "wrong": "Det stemte ikke",
-           "touch": "Berør fingeravtrykkleseren", "use_pin": "Bruk PIN-kode i stedet"},
+           "touch": "Berør fingeravtrykkleseren", "use_pin": "Bruk PIN-kode i stedet",
+           "grant": "Vil du la «kalender» bruke", "allow": "Tillat", "grant_others": ("Avslå", "Bare denne gangen"),
+           "grant_key": "alt+a", "grant_answer": {"error": "app_not_allowed"},
+           "frame": "ramme", "title_key": "Insert+KP_Enter", "unlocked": "Låst opp: appene dine kan åpne øktene dine.",
+           "lock": "Lås", "unlock": "Opplåsing", "fingerprint_on": "Fingeravtrykk er slått på",
+           "fingerprint_buttons": ("Sett opp på nytt", "Slå av"), "pin_on": "PIN-kode er slått på",
+           "pin_buttons": ("Bytt PIN-kode", "Fjern PIN-kode")},
 }
 
 
@@ -164,6 +175,129 @@ class Orca:
         """What Orca printed, for a check that failed (it holds no PIN: Orca is not told one)."""
         self.output.seek(0)
         return self.output.read()[-2000:]
+
+
+def buttons_said(said, button):
+    """The buttons among what Orca said ("Deny push button." -> "Deny")."""
+    return {t[:t.index(" " + button)] for t in said if (" " + button) in t}
+
+
+def question(orca, lang, tag, asks, focused, others):
+    """A dialog with buttons, heard as it appears: Orca names it ("SessionVault
+    dialog") with what it asks (`asks`, each said), then the focused button;
+    Tab after Tab says each of the `others` by name and role. Nothing is pressed
+    until the focused button was said."""
+    w = WORDS[lang]
+    said = orca.speech.until(lambda s: s.startswith(focused + " " + w["button"]))
+    check(any(("SessionVault " + w["dialog"]) in s and all(a in s for a in asks) for s in said),
+          "%s: %s: when it appears, Orca names the dialog and says what it asks (%r)" % (lang, tag, asks[-1]))
+    check(any(s.startswith(focused + " " + w["button"]) for s in said),
+          "%s: %s: and the focused button (%r)" % (lang, tag, focused + " " + w["button"]))
+    heard = set()
+    for _ in others:
+        key("Tab")
+        heard |= buttons_said(orca.speech.until(lambda s: (" " + w["button"]) in s, timeout=10), w["button"])
+    check(heard == set(others), "%s: %s: Tab%s: Orca says %s, each a %s (%r)"
+          % (lang, tag, ", Tab" * (len(others) - 1), " and ".join(repr(o) for o in others), w["button"], sorted(heard)))
+
+
+def grant(orca, lang, work, socket_path, env):
+    """The app-grant dialog, heard with Orca: another app ("kalender") asks for Kari's
+    session; Orca says what it asks and Allow, Tab says the other two; the answer by
+    its mnemonic (English: Alt+O, Only this time; bokmål: Alt+A, Avslå)."""
+    w = WORDS[lang]
+    app = another_app_asks(work, socket_path, env, lang)
+    question(orca, lang, "grant", [w["grant"]], w["allow"], w["grant_others"])
+    key(w["grant_key"])
+    try:
+        got = app.communicate(timeout=40)[0].strip()
+    except subprocess.TimeoutExpired:
+        app.kill()
+        got = app.communicate()[0].strip()
+    check(got == json.dumps(w["grant_answer"]), "%s: grant: %s answered %r (%r)" % (lang, w["grant_key"], w["grant_answer"], got))
+    orca.speech.rest(0.5)
+
+
+def offer(orca, socket_path, env, fpstub):
+    """The offer of fingerprint login after a login (English), heard with Orca: the
+    stub reader has a finger; a login at Demo BankID in the scripted browser; Orca says
+    the offer and Turn on, Tab says Cancel and Not now; Alt+N answers Not now at once."""
+    for step in (["plug"], ["enroll-finger", "right-index-finger"]):
+        subprocess.run(fpstub + step, capture_output=True, env=env)
+    t, result = in_background(socket_path, "aktivitetslogg", "login", provider="bankid")
+    question(orca, "en", "offer", ["Turn on fingerprint login?"], "Turn on", ("Cancel", "Not now"))
+    key("alt+n")
+    t.join(10)
+    answered = not t.is_alive()
+    t.join(30)
+    check(answered and result.get("result", {}).get("account") is not None,
+          "en: offer: Alt+N answered Not now and the app has its session, at once (%r)" % result.get("error"))
+    orca.speech.rest(0.5)
+
+
+def confirm(orca, socket_path):
+    """A yes/no question (bokmål), heard with Orca: Start over, as the settings app
+    asks it; Orca says the question and Ja, Tab says the other two; Alt+N is Nei."""
+    t, result = in_background(socket_path, "settings", "reset", lang="nb")
+    question(orca, "nb", "confirm", ["Begynne på nytt?"], "Ja", ("Avbryt", "Nei"))
+    key("alt+n")
+    t.join(40)
+    check(result.get("error") == "cancelled", "nb: confirm: Alt+N answered Nei, nothing deleted (%r)" % result.get("error"))
+    orca.speech.rest(0.5)
+
+
+def settings_window(orca, lang, env):
+    """The settings app, heard with Orca: the window is given the keyboard as a
+    window manager gives it (Xvfb has none); Tab after Tab (from wherever GTK put
+    the focus at first: its scroll area, or the first row) says the Lock button,
+    each unlock method's state with its heading and each of its buttons, in order;
+    then Orca+KP_Enter, Orca's "which window is this", names the window."""
+    w = WORDS[lang]
+    app = subprocess.Popen(["/usr/bin/python3", SETTINGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--name", "^SessionVault$", "windowfocus"],
+                       capture_output=True, timeout=20)
+        last = w["pin_buttons"][1] + " " + w["button"]
+        said = orca.speech.until(lambda s: s.startswith(w["unlocked"]), timeout=5)
+        for _ in range(12):
+            key("Tab")
+            said += orca.speech.until(lambda s: s.startswith(last) or (" " + w["button"]) in s or s.endswith(" er slått på."),
+                                      timeout=5)
+            if any(s.startswith(last) for s in said):
+                break
+        heard = [t for t in said if t != "tab "]
+        for tag, expected in (("the Lock button", [w["lock"] + " " + w["button"]]),
+                              ("the fingerprint's state, with its heading", [w["unlock"] + ".", w["fingerprint_on"]]),
+                              ("the fingerprint's buttons", [b + " " + w["button"] for b in w["fingerprint_buttons"]]),
+                              ("the PIN's state", [w["pin_on"]]),
+                              ("the PIN's buttons", [b + " " + w["button"] for b in w["pin_buttons"]])):
+            # Each in turn, after what came before it.
+            at = [next((i for i, t in enumerate(heard) if t.startswith(e)), None) for e in expected]
+            ok = None not in at and at == sorted(at)
+            check(ok, "%s: settings: Tab on: Orca says %s (%s)" % (lang, tag, " ".join(repr(e) for e in expected)))
+            heard = heard[at[-1] + 1:] if ok else heard
+        key(w["title_key"])
+        said = orca.speech.until(lambda s: s.startswith("SessionVault"), timeout=10)
+        check(any(s.startswith("SessionVault") for s in said),
+              "%s: settings: Orca+KP_Enter: Orca names the window ('SessionVault')" % lang)
+    finally:
+        app.kill()
+        app.wait(10)
+    orca.speech.rest(0.5)
+
+
+def any_window(name):
+    """Whether a window named `name` (a regular expression) is on screen."""
+    return subprocess.run(["xdotool", "search", "--onlyvisible", "--name", name], capture_output=True).returncode == 0
+
+
+def wait_until(predicate, timeout):
+    end = time.time() + timeout
+    while not predicate():
+        if time.time() > end:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def key(*keys):
@@ -272,7 +406,8 @@ def new_pin(orca, socket_path):
     said by their labels, typed differently (Orca says so), then alike (the same PIN
     again, which the bokmål part types). The second field joins the accessibility bus
     only when it is first used: its digits must not be spoken either."""
-    t, result = in_background(socket_path, "settings", "enroll", factor="pin")
+    hold = threading.Event()
+    t, result = in_background(socket_path, "settings", "enroll", hold=hold, factor="pin")
     said = orca.speech.until(lambda s: s.startswith("PIN: password text"))
     check(any("first enter the PIN you use now" in s for s in said), "new PIN: Orca says to enter the PIN in use first")
     type_text(PIN)
@@ -295,9 +430,18 @@ def new_pin(orca, socket_path):
     orca.speech.until(lambda s: s.startswith("Type the same PIN again: password text"), timeout=10)
     type_text(PIN)
     key("Return")
-    t.join(40)
+    # A message follows while the app stays connected: "PIN is set up.", one button.
+    said = orca.speech.until(lambda s: s.startswith("Close push button"), timeout=15)
     check(result.get("result", {}).get("state") == "enabled", "new PIN: typed twice alike, Enter: it is set (%r)"
           % result.get("error"))
+    check(any("SessionVault dialog" in s and "PIN is set up." in s for s in said),
+          "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')")
+    check(any(s.startswith("Close push button") for s in said), "en: message: and its one button, focused ('Close push button')")
+    key("Return")
+    closed = wait_until(lambda: not any_window("^SessionVault$"), timeout=10)
+    check(closed, "en: message: Enter closes it")
+    hold.set()
+    t.join(40)
     orca.speech.rest()
 
 
@@ -349,7 +493,10 @@ def main():
                 '[pin]\nargon_memory_mib = 64\n' % (PINENTRY, stub_state))
     vaultd_log = open(os.path.join(work, "vaultd.log"), "w+")
     # The demo providers (Demo BankID, Demo Vipps) for the choice of login; no browser is opened.
-    vaultd = start_vaultd(["--demo"], os.path.join(work, "data"), socket_path, config, env, vaultd_log)
+    # Its login page opened by the scripted browser, as Per (Kari's session is the one imported).
+    vaultd = start_vaultd(["--demo"], os.path.join(work, "data"), socket_path, config,
+                          dict(env, PATH=demo_browser_path(work) + ":" + env.get("PATH", "/usr/bin:/bin"), TEST_USER="per"),
+                          vaultd_log)
     fpstub = [os.environ["VAULT_FPSTUB"], "--state", stub_state]
     orca = None
     try:
@@ -365,11 +512,15 @@ def main():
             if not said:
                 print(orca.why(), flush=True)
             pin_dialog(orca, lang, socket_path, ctl, env)
+            grant(orca, lang, work, socket_path, env)
             if lang == "en":
                 login_choice(orca, socket_path)
+                offer(orca, socket_path, env, fpstub)
                 new_pin(orca, socket_path)
             else:
+                confirm(orca, socket_path)
                 fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
+                settings_window(orca, lang, dict(env, LANG=locale, LOCPATH=locpath))
             orca.stop()
             spoken += orca.speech.lines()
             orca = None
