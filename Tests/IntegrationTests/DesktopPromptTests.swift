@@ -361,7 +361,7 @@ final class DesktopPromptTests: VaultdTestCase {
                    "en: offer: Tab, Tab: Orca says 'Cancel' and 'Not now', each a push button",
                    "en: offer: Alt+N answered Not now and the app has its session, at once",
                    "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')",
-                   "en: message: and its one button, focused ('Close push button')", "en: message: Enter closes it",
+                   "en: message: and its one button, focused ('Close push button')", "en: message: Enter answers it, and the dialog ends",
                    "nb: confirm: when it appears, Orca names the dialog and says what it asks ('Begynne på nytt?')",
                    "nb: confirm: and the focused button ('Ja trykknapp')",
                    "nb: confirm: Tab, Tab: Orca says 'Avbryt' and 'Nei', each a trykknapp",

@@ -255,8 +255,11 @@ def settings_window(orca, lang, env):
     w = WORDS[lang]
     app = subprocess.Popen(["/usr/bin/python3", SETTINGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--name", "^SessionVault$", "windowfocus"],
-                       capture_output=True, timeout=20)
+        try:
+            subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(app.pid), "windowfocus"],
+                           capture_output=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            pass  # no window: every check below fails
         last = w["pin_buttons"][1] + " " + w["button"]
         said = orca.speech.until(lambda s: s.startswith(w["unlocked"]), timeout=5)
         for _ in range(12):
@@ -286,9 +289,18 @@ def settings_window(orca, lang, env):
     orca.speech.rest(0.5)
 
 
-def any_window(name):
-    """Whether a window named `name` (a regular expression) is on screen."""
-    return subprocess.run(["xdotool", "search", "--onlyvisible", "--name", name], capture_output=True).returncode == 0
+def dialog_running():
+    """Whether a dialog program (PINENTRY) runs: vaultd starts one a dialog, and it
+    ends once the dialog is answered (libadwaita hides the window at any key that
+    answers, taken or not: the window gone shows nothing)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if PINENTRY.encode() in f.read():
+                    return True
+        except OSError:
+            pass  # ended since it was listed
+    return False
 
 
 def wait_until(predicate, timeout):
@@ -438,8 +450,7 @@ def new_pin(orca, socket_path):
           "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')")
     check(any(s.startswith("Close push button") for s in said), "en: message: and its one button, focused ('Close push button')")
     key("Return")
-    closed = wait_until(lambda: not any_window("^SessionVault$"), timeout=10)
-    check(closed, "en: message: Enter closes it")
+    check(wait_until(lambda: not dialog_running(), timeout=10), "en: message: Enter answers it, and the dialog ends")
     hold.set()
     t.join(40)
     orca.speech.rest()
