@@ -16,8 +16,11 @@ Orca runs in English, then in Norwegian bokmål (Orca itself in bokmål, so its
 role names are too). A vaultd with the demo providers and the stub fingerprint
 reader, a locked vault, an app asking for its session with prompter "vault":
 what Orca says when the PIN dialog appears, for each Tab, and (bokmål) after a
-wrong PIN; the PIN typed; then the choice of login and a new PIN typed twice
-(English), and the fingerprint's wait (bokmål). Nothing is pressed before Orca has said what is
+wrong PIN; the PIN typed; the app-grant dialog (another app asks; both
+languages); then the choice of login, the offer of fingerprint login after a
+login in the scripted browser, and a new PIN typed twice with the message after
+it (English); Start over's yes/no question, the fingerprint's wait and the
+settings app walked with Tab (bokmål). Nothing is pressed before Orca has said what is
 checked, and each wait for it has a timeout. Prints what Orca said ("<lang>
 SPEECH OUTPUT: '...'", never a PIN nor a digit said alone), one "CHECK <ok|FAIL>
 <what>" line per check, and "orca: N failed"; exits 1 if any failed.
