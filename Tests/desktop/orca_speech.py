@@ -185,13 +185,13 @@ def buttons_said(said, button):
     return {t[:t.index(" " + button)] for t in said if (" " + button) in t}
 
 
-def question(orca, lang, tag, asks, focused, others):
+def question(orca, lang, tag, asks, focused, others, timeout=15):
     """A dialog with buttons, heard as it appears: Orca names it ("SessionVault
     dialog") with what it asks (`asks`, each said), then the focused button;
     Tab after Tab says each of the `others` by name and role. Nothing is pressed
     until the focused button was said."""
     w = WORDS[lang]
-    said = orca.speech.until(lambda s: s.startswith(focused + " " + w["button"]))
+    said = orca.speech.until(lambda s: s.startswith(focused + " " + w["button"]), timeout=timeout)
     check(any(("SessionVault " + w["dialog"]) in s and all(a in s for a in asks) for s in said),
           "%s: %s: when it appears, Orca names the dialog and says what it asks (%r)" % (lang, tag, asks[-1]))
     check(any(s.startswith(focused + " " + w["button"]) for s in said),
@@ -228,7 +228,8 @@ def offer(orca, socket_path, env, fpstub):
     for step in (["plug"], ["enroll-finger", "right-index-finger"]):
         subprocess.run(fpstub + step, capture_output=True, env=env)
     t, result = in_background(socket_path, "aktivitetslogg", "login", provider="bankid")
-    question(orca, "en", "offer", ["Turn on fingerprint login?"], "Turn on", ("Cancel", "Not now"))
+    # The login runs in the scripted browser first (as long as 30 s on a loaded machine, as dialog_a11y allows).
+    question(orca, "en", "offer", ["Turn on fingerprint login?"], "Turn on", ("Cancel", "Not now"), timeout=30)
     key("alt+n")
     t.join(10)
     answered = not t.is_alive()
