@@ -26,6 +26,14 @@ struct Dialog: Sendable {
     var timeout: Int
     /// `CONFIRM --one-button`: only the OK button (labelled by `ok`).
     var oneButton = false
+    /// A `CONFIRM` whose OK loses something for good: SessionVault's own
+    /// dialog makes the No button its default and focus, and marks OK as
+    /// destructive (`OPTION sessionvault-keeps-no`; other pinentries ignore it).
+    var keepsNo = false
+}
+
+extension Dialog {
+    static let keepsNoOption = "sessionvault-keeps-no"
 }
 
 /// How a dialog was answered.
@@ -91,6 +99,7 @@ extension Dialog {
             // Curses draws the UTF-8 of “PIN-koden” and «» correctly only in a UTF-8 locale.
             commands.append(("OPTION", "lc-ctype=C.UTF-8"))
         }
+        if keepsNo { commands.append(("OPTION", Dialog.keepsNoOption)) }
         commands.append(("SETTITLE", title))
         commands.append(("SETDESC", description))
         if let prompt { commands.append(("SETPROMPT", prompt)) }

@@ -163,6 +163,18 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         }
     }
 
+    /// Yes and No as `confirm`, with No the default (`Dialog.keepsNo`).
+    public func confirmLoss(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        var d = dialog(.confirm, text: prompt.text(language), ok: Messages.dialogYes)
+        d.notOK = Messages.dialogNo.text(language)
+        d.keepsNo = true
+        switch try await run(d) {
+        case .ok: return true
+        case .notOK: return false
+        case .pin: throw .cancelled
+        }
+    }
+
     /// “Allow ‘X’ to use your BankID session?”: Allow (OK), Only this time
     /// (pinentry's second button), Deny (Cancel, and closing the dialog).
     /// An app known only by its program gets a plain sentence saying so, and when to allow it.

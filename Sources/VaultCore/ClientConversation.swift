@@ -84,6 +84,10 @@ public protocol ClientConversation: FactorConversation {
     /// A yes/no question whose buttons say what they do (“Turn on” / “Not now”);
     /// conversations without buttons ask a plain `confirm`.
     func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool
+    /// A yes/no question whose Yes loses something for good (every session
+    /// deleted, one replaced, a way in turned off): a dialog that can makes
+    /// No its default, so Enter alone loses nothing. Others ask a plain `confirm`.
+    func confirmLoss(_ prompt: LocalizedText) async throws(FactorError) -> Bool
     /// A client identity for rate limiting (its executable, else its pid).
     var rateLimitKey: String { get }
     /// Shows `message` while `work` runs, with one button per option (the
@@ -119,6 +123,7 @@ extension ClientConversation {
     public func confirm(_ prompt: LocalizedText, yes: LocalizedText, no: LocalizedText) async throws(FactorError) -> Bool {
         try await confirm(prompt)
     }
+    public func confirmLoss(_ prompt: LocalizedText) async throws(FactorError) -> Bool { try await confirm(prompt) }
 }
 
 /// A conversation with nobody: every question fails as not interactive.
@@ -146,7 +151,7 @@ extension ClientConversation {
                        locked: VaultFailure) async throws(VaultFailure) {
         let yes: Bool
         do {
-            yes = try await confirm(question)
+            yes = try await confirmLoss(question)
         } catch {
             if error == .notInteractive { throw .badRequest(unasked) }
             throw error.failure(whenNotInteractive: locked)

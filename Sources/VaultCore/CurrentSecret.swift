@@ -42,6 +42,7 @@ struct CurrentSecretConversation: ClientConversation {
     func show(_ message: LocalizedText) async { await base.show(message) }
     func askSecret(_ ignored: LocalizedText) async throws(FactorError) -> SecureBytes { try await base.askSecret(prompt) }
     func confirm(_ question: LocalizedText) async throws(FactorError) -> Bool { try await base.confirm(question) }
+    func confirmLoss(_ question: LocalizedText) async throws(FactorError) -> Bool { try await base.confirmLoss(question) }
     func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) { try await base.openURL(url, text) }
     func showWhile<T: Sendable>(_ message: LocalizedText, offering options: [ChoiceOption],
                                 _ work: @escaping @Sendable () async -> T) async -> Waited<T> {

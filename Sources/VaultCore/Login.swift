@@ -194,7 +194,7 @@ extension Vault {
         let question = Messages.startOverAfterChipQuestion(sessions: table.count)
         let yes: Bool
         do {
-            yes = try await conversation.confirm(question)
+            yes = try await conversation.confirmLoss(question)
         } catch {
             yes = false
         }

@@ -314,7 +314,7 @@ public actor Vault {
         let provider = entry.meta.providerName(providers.provider(for: entry.meta))
         let yes: Bool
         do {
-            yes = try await conversation.confirm(Messages.replaceSession(entry.meta.name, provider: provider))
+            yes = try await conversation.confirmLoss(Messages.replaceSession(entry.meta.name, provider: provider))
         } catch {
             if error == .notInteractive { throw VaultFailure(.appNotAllowed, message: Messages.importNotYours) }
             throw failure(from: error)

@@ -582,7 +582,7 @@ def main():
             check(nodes is not None, "confirm: the dialog is in the accessible tree")
             names, focused = choices(nodes)
             check(names == ["Cancel", "No", "Yes"], "confirm: its choices are named buttons (%r)" % names)
-            print("CONFIRM focused=%r" % focused, flush=True)
+            check(focused == ["No"], "confirm: Start over deletes everything, so focus starts on No (%r)" % focused)
             keypress("alt+n")
             t.join(40)
             check(result.get("error") == "cancelled", "confirm: alt+n answered No (%r)" % result)

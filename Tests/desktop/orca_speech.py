@@ -241,9 +241,10 @@ def offer(orca, socket_path, env, fpstub):
 
 def confirm(orca, socket_path):
     """A yes/no question (bokmål), heard with Orca: Start over, as the settings app
-    asks it; Orca says the question and Ja, Tab says the other two; Alt+N is Nei."""
+    asks it; Orca says the question and Nei (Yes deletes everything, so No has the
+    focus), Tab says the other two; Alt+N is Nei."""
     t, result = in_background(socket_path, "settings", "reset", lang="nb")
-    question(orca, "nb", "confirm", ["Begynne på nytt?"], "Ja", ("Avbryt", "Nei"))
+    question(orca, "nb", "confirm", ["Begynne på nytt?"], "Nei", ("Avbryt", "Ja"))
     key("alt+n")
     t.join(40)
     check(result.get("error") == "cancelled", "nb: confirm: Alt+N answered Nei, nothing deleted (%r)" % result.get("error"))
