@@ -62,6 +62,10 @@ struct VaultBench: ParsableCommand {
         do {
             if only == .chip { try runChipLines(&table) }
             if only == nil || only == .core { try runCoreLines(&table, binary: binary, requests: requests) }
+            // The core lines leave tens of megabytes to write back (10,000
+            // imports): written out first, so the refresh lines' commits (an
+            // fsync each) do not queue behind them.
+            if only == nil { sync() }
             if only == nil || only == .oidc { try runOIDCLines(&table, OIDCBenchSetup(
                 vaultd: binary, vaultctl: vaultctl ?? here + "/vaultctl",
                 python: providerPython ?? (FileManager.default.isExecutableFile(atPath: ".venv/bin/python") ? ".venv/bin/python" : nil),
