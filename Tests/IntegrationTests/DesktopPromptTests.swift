@@ -371,6 +371,7 @@ final class DesktopPromptTests: VaultdTestCase {
                    "nb: settings: Tab on: Orca says the fingerprint's buttons ('Sett opp på nytt trykknapp' 'Slå av trykknapp')",
                    "nb: settings: Tab on: Orca says the PIN's state ('PIN-kode er slått på')",
                    "nb: settings: Tab on: Orca says the PIN's buttons ('Bytt PIN-kode trykknapp' 'Fjern PIN-kode trykknapp')",
+                   "nb: settings: as the window opens, Orca says where the focus is: the Lock button",
                    "nb: settings: Orca+KP_Enter: Orca names the window ('SessionVault')"]
         let lines = r.out.split(separator: "\n")
         for check in checks {

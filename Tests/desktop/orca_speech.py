@@ -267,6 +267,10 @@ def settings_window(orca, lang, env):
             pass  # no window: every check below fails
         last = w["pin_buttons"][1] + " " + w["button"]
         said = orca.speech.until(lambda s: s.startswith(w["unlocked"]), timeout=5)
+        # GTK 4.8 gives the first focus before it is on the accessibility bus; the app
+        # gives it again once it is, so Orca says where the person is as it opens.
+        check(any(t.startswith(w["lock"] + " " + w["button"]) for t in said),
+              "%s: settings: as the window opens, Orca says where the focus is: the Lock button (%r)" % (lang, said[:3]))
         for _ in range(12):
             key("Tab")
             said += orca.speech.until(lambda s: s.startswith(last) or (" " + w["button"]) in s or s.endswith(" er slått på."),
