@@ -91,9 +91,18 @@ struct ServerConversation: ClientConversation {
     }
 
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        try await confirm(prompt, extra: [:])
+    }
+
+    /// Says `"loses": true` with it: a client drawing the question makes No its default.
+    func confirmLoss(_ prompt: LocalizedText) async throws(FactorError) -> Bool {
+        try await confirm(prompt, extra: ["loses": true])
+    }
+
+    private func confirm(_ prompt: LocalizedText, extra: [String: JSON]) async throws(FactorError) -> Bool {
         // A confined app's “yes” is not the person's: it could answer itself.
         guard !requester.isConfined else { throw .notInteractive }
-        switch try await ask(.confirm, prompt) {
+        switch try await ask(.confirm, prompt, extra: extra) {
         case .bool(let b): return b
         case .string(let s): return ["yes", "y", "ja", "j", "true"].contains(s.lowercased())
         default: return false

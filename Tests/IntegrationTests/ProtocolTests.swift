@@ -234,6 +234,25 @@ final class ProtocolTests: VaultdTestCase {
         }
     }
 
+    /// A question whose yes deletes every session says so (`"loses": true`), so an
+    /// app drawing it makes No the default; No keeps everything.
+    func testAQuestionWhoseYesLosesEverythingSaysSo() throws {
+        let v = try startVaultd()
+        try importSession(v, account: "kari", accessToken: "at-kept", refreshToken: nil)
+        let c = try v.raw()
+        defer { c.close() }
+        try c.hello(interactive: true)
+        var asked: [Prompt] = []
+        let r = try c.call("reset") { prompt in
+            asked.append(prompt)
+            return prompt.kind == .confirm ? .value(false) : .none
+        }
+        XCTAssertEqual(r.errorCode, "cancelled", r.text)
+        let question = try XCTUnwrap(asked.first { $0.kind == .confirm }, "\(asked)")
+        XCTAssertEqual(question.extra["loses"], .bool(true), "\(question)")
+        XCTAssertEqual(try status(v)["accounts"]?.arrayValue?.count, 1, "No keeps the session")
+    }
+
     func testMalformedRequestsGetBadRequestAndTheConnectionStaysUsable() throws {
         let v = try startVaultd()
         let c = try v.raw()
