@@ -25,6 +25,7 @@ import threading
 import time
 
 import pyatspi
+import wayland_keys
 from atspi_wait import all_nodes, wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,18 +57,12 @@ def check(ok, what):
 
 def keypress(spec):
     """A key pressed and released, named as xdotool names it ("Return", "alt+c")."""
-    if KEYS is not None:
-        KEYS.key(spec)
-    else:
-        subprocess.run(["xdotool", "key", spec])
+    wayland_keys.press(KEYS, spec)
 
 
 def type_text(text):
     """`text` typed into the focused window, one key at a time."""
-    if KEYS is not None:
-        KEYS.type_text(text)
-    else:
-        subprocess.run(["xdotool", "type", "--delay", "40", text])
+    wayland_keys.type_into(KEYS, text)
 
 
 def tree(node, depth=0, out=None):
@@ -462,7 +457,6 @@ def main():
     global KEYS, READ_ONLY
     if WAYLAND and os.environ.get("REMOTE_DESKTOP_BUS"):
         # GNOME's compositor: its keyboard plugged in before any dialog opens (wayland_keys.connect).
-        import wayland_keys
         KEYS = wayland_keys.connect()
         READ_ONLY = KEYS is None
         check(KEYS is not None, "Wayland: mutter's RemoteDesktop takes keys")

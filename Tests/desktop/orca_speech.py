@@ -25,6 +25,11 @@ checked, and each wait for it has a timeout. Prints what Orca said ("<lang>
 SPEECH OUTPUT: '...'", never a PIN nor a digit said alone), one "CHECK <ok|FAIL>
 <what>" line per check, and "orca: N failed"; exits 1 if any failed.
 Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
+On GNOME's Wayland compositor alone (WAYLAND_DISPLAY and no DISPLAY; mutter, with
+REMOTE_DESKTOP_BUS naming the bus of its RemoteDesktop interface) the dialog is
+GTK on Wayland and the keys are typed through mutter (wayland_keys.py), not
+xdotool; a subset runs there: Orca in English, the PIN dialog (appears, Tab
+through it, the PIN typed) and that no digit is spoken.
 ORCA_DEBUG=FILE keeps Orca's full debug log in FILE.en and FILE.nb, to find why
 a check failed: it holds every event Orca heard, so read it, do not publish it.
 """
@@ -38,6 +43,7 @@ import tempfile
 import threading
 import time
 
+import wayland_keys
 from atspi_wait import Checks, wait_for_registry
 from dialog_a11y import another_app_asks, demo_browser_path, enroll_pin_and_import, in_background, start_vaultd
 
@@ -51,6 +57,9 @@ WRONG_PIN = "000000"
 FIRST, SECOND = "111111", "222222"
 TYPED = (PIN, WRONG_PIN, FIRST, SECOND)
 check = Checks()
+# GNOME's compositor alone: no X display, the keys go through mutter (KEYS, set in main).
+WAYLAND = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
+KEYS = None
 
 # Orca as /usr/bin/orca starts it, with two things added from outside. What it
 # speaks is also written to the file named first, a line an utterance, by Orca's
@@ -58,8 +67,16 @@ check = Checks()
 # same lines, but block-buffered, so the last thing said could wait unread.
 # And another Orca of the same user (the developer's own, on their desktop) does
 # not keep this one from starting; this one runs on its own private buses.
+# On Wayland with no X server at all (mutter --no-x11) Orca 43 needs X twice:
+# at start it keeps the X keymap with xkbcomp, to make Insert its Orca key,
+# reading DISPLAY (unset, Orca stops there); and once a GTK 4 window has the
+# focus it listens to keys through libatspi's device, which is X11's (with no
+# display Orca hangs there and says nothing more). A GNOME session has Xwayland
+# for both; here Orca is left without its Orca key and keeps its older key
+# listener (the registry's, which hears no key from a Wayland app): only Orca's
+# own key commands and its echo of keys need them.
 LAUNCH_ORCA = r"""
-import logging, runpy, sys
+import logging, os, runpy, sys
 
 class OneLine(logging.Formatter):
     def format(self, record):
@@ -74,6 +91,11 @@ if len(sys.argv) > 3:
     debug.debugFile = open(sys.argv[3], "w", buffering=1)
 orca = runpy.run_path("/usr/bin/orca", run_name="orca_launcher")
 orca["main"].__globals__["otherOrcas"] = lambda: []
+if "DISPLAY" not in os.environ:
+    from orca import orca as core
+    for name in ("_storeXmodmap", "_createOrcaXmodmap", "_restoreXmodmap"):
+        setattr(core, name, lambda *args: None)
+    core._eventManager.forceLegacyKeyHandling = True
 sys.argv = ["orca", "--user-prefs", sys.argv[2]]
 sys.exit(orca["main"]())
 """
@@ -321,12 +343,12 @@ def wait_until(predicate, timeout):
     return True
 
 
-def key(*keys):
-    subprocess.run(["xdotool", "key"] + list(keys))
+def key(spec):
+    wayland_keys.press(KEYS, spec)
 
 
 def type_text(text):
-    subprocess.run(["xdotool", "type", "--delay", "40", text])
+    wayland_keys.type_into(KEYS, text)
 
 
 def start_speech_dispatcher(env, run):
@@ -492,6 +514,10 @@ def main():
     os.makedirs(run, 0o700)
     home = os.path.join(work, "home")
     os.makedirs(home)
+    if WAYLAND:
+        # The compositor's socket by its path, for all this starts and the apps here that
+        # name it in their hello: XDG_RUNTIME_DIR is this run's own from here on.
+        os.environ["WAYLAND_DISPLAY"] = os.path.join(os.environ.get("XDG_RUNTIME_DIR", ""), os.environ["WAYLAND_DISPLAY"])
     # Nobody's settings: a HOME of its own, and GSettings in memory (Orca's switch
     # turning accessibility on is written there, not to the person's dconf).
     env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
@@ -502,8 +528,13 @@ def main():
     launcher = subprocess.Popen(["/usr/libexec/at-spi-bus-launcher", "--launch-immediately"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     check(wait_for_registry(), "the accessibility registry answers")
+    global KEYS
+    if WAYLAND:
+        # Its keyboard plugged in before any dialog opens (wayland_keys.connect).
+        KEYS = wayland_keys.connect()
+        check(KEYS is not None, "Wayland: mutter's RemoteDesktop takes keys")
     spd = start_speech_dispatcher(env, run)
-    locpath = norwegian_locale(work)
+    locpath = None if WAYLAND else norwegian_locale(work)
 
     socket_path = os.path.join(work, "vault", "vault.sock")
     config = os.path.join(work, "config.toml")
@@ -524,20 +555,23 @@ def main():
         env["SESSIONVAULT_SOCKET"] = socket_path
         enroll_pin_and_import(socket_path, env, "orca", pin=PIN, checked=check)
         spoken = []
-        for lang, locale in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
-            orca = Orca(work, dict(env, LANG=locale, LOCPATH=locpath), lang)
+        for lang, locale in (("en", "C.UTF-8"),) if WAYLAND else (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            orca = Orca(work, dict(env, LANG=locale, **({"LOCPATH": locpath} if locpath else {})), lang)
             # Orca's first words are that it is on; from then on it listens.
             said = orca.speech.until(lambda s: True, timeout=30)
             check(bool(said), "%s: Orca started and spoke (%r)" % (lang, said))
             if not said:
                 print(orca.why(), flush=True)
             pin_dialog(orca, lang, socket_path, ctl, env)
-            grant(orca, lang, work, socket_path, env)
-            if lang == "en":
+            if WAYLAND:
+                pass  # the subset: the PIN dialog alone
+            elif lang == "en":
+                grant(orca, lang, work, socket_path, env)
                 login_choice(orca, socket_path)
                 offer(orca, socket_path, env, fpstub)
                 new_pin(orca, socket_path)
             else:
+                grant(orca, lang, work, socket_path, env)
                 confirm(orca, socket_path)
                 fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
                 settings_window(orca, lang, dict(env, LANG=locale, LOCPATH=locpath))
@@ -562,6 +596,8 @@ def main():
         vaultd_log.close()
         spd.terminate()
         spd.wait(10)
+        if KEYS is not None:
+            KEYS.close()
         launcher.terminate()
         shutil.rmtree(work, ignore_errors=True)
     print("orca: %d failed" % check.failed, flush=True)

@@ -26,6 +26,7 @@ import tempfile
 import time
 
 import pyatspi
+import wayland_keys
 from atspi_wait import Checks, all_nodes, wait_for_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,10 +42,7 @@ KEYS = None
 
 def keypress(spec):
     """A key pressed and released, named as xdotool names it ("Tab", "Return")."""
-    if KEYS is not None:
-        KEYS.key(spec)
-    else:
-        subprocess.run(["xdotool", "key", spec])
+    wayland_keys.press(KEYS, spec)
 
 
 def window():
@@ -193,7 +191,6 @@ def main():
     global KEYS
     if WAYLAND and os.environ.get("REMOTE_DESKTOP_BUS"):
         # GNOME's compositor: its keyboard plugged in before any window opens (wayland_keys.connect).
-        import wayland_keys
         KEYS = wayland_keys.connect()
         check(KEYS is not None, "Wayland: mutter's RemoteDesktop takes keys")
     socket_path = os.path.join(work, "run", "vault.sock")

@@ -14,6 +14,7 @@ each script in a private session bus, and mutter in another). Only keyboard
 events are sent: mutter takes them without a ScreenCast stream.
 """
 import os
+import subprocess
 import time
 
 from gi.repository import Gio, GLib
@@ -96,6 +97,23 @@ class Keyboard:
             self._call("Stop")
         except GLib.Error:
             pass
+
+
+def press(keyboard, spec):
+    """A key pressed and released, named as xdotool names it ("Return", "alt+c"):
+    through mutter's `keyboard` (a Keyboard), or with xdotool on X when it is None."""
+    if keyboard is not None:
+        keyboard.key(spec)
+    else:
+        subprocess.run(["xdotool", "key", spec])
+
+
+def type_into(keyboard, text):
+    """`text` typed into the focused window one key at a time, as press() sends keys."""
+    if keyboard is not None:
+        keyboard.type_text(text)
+    else:
+        subprocess.run(["xdotool", "type", "--delay", "40", text])
 
 
 def _bus():
