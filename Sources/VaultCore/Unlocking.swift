@@ -55,10 +55,22 @@ extension Vault {
             return
         }
         guard conversation.isInteractive else { throw policy.lockedFailure() }
+        // A sandboxed app whose unlock dialogs the person just closed twice
+        // raises no third for a while (prompt fatigue); joining an unlock
+        // already on screen (above) shows nothing new, so is not held back.
+        let closesKey = UnlockCloses.key(for: conversation.requester)
+        if let closesKey, let wait = unlockCloses.wait(closesKey, now: now()) {
+            audit.record("unlock", outcome: "closed_recently", requester: conversation.requester)
+            throw VaultFailure(.rateLimited, message: Messages.unlockClosedRecently(conversation.requester.app?.shortName),
+                               extra: ["retry_after": .int(Int64(wait))])
+        }
         let task = Task { await self.runPolicy(conversation, preferred: preferred) }
         pendingUnlock = task
         let result = await task.value
         pendingUnlock = nil
+        if let closesKey, case .failure(let failure) = result, failure.code == .cancelled {
+            unlockCloses.closed(closesKey, now: now())
+        }
         try result.get()
     }
 

@@ -50,6 +50,9 @@ public actor Vault {
     /// grant dialog closed), by `GrantCheck.deniedKey`: that app is not asked
     /// again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
     var deniedGrants: [String: Double] = [:]
+    /// The unlock dialogs the person closed, per sandboxed app that raised
+    /// them: one that raises it again and again is held back (UnlockCloses.swift).
+    var unlockCloses = UnlockCloses()
     /// Factors that failed in the unlock that ended in a fallback login: their
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []

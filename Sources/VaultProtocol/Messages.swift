@@ -643,6 +643,15 @@ extension Messages {
             en: "You said no to ‘\(shown(app))’ using this login a moment ago, so you were not asked again. If you want to allow it, open the app again in two minutes and choose Allow.",
             nb: "Du sa nei til at «\(shown(app))» kan bruke denne innloggingen for et øyeblikk siden, så du ble ikke spurt igjen. Vil du tillate det, åpne appen igjen om to minutter og velg Tillat.")
     }
+    /// A sandboxed app raised the unlock dialog again right after the person
+    /// closed it twice (UnlockCloses): not shown again yet.
+    public static func unlockClosedRecently(_ app: String?) -> LocalizedText {
+        let en = app.map { "‘\(shown($0))’" } ?? "this app"
+        let nb = app.map { "«\(shown($0))»" } ?? "denne appen"
+        return LocalizedText(
+            en: "You closed the unlock window for \(en) twice, so it was not opened again. To unlock now, choose Unlock in SessionVault's settings (in your apps menu), or open the app again in two minutes.",
+            nb: "Du lukket opplåsingsvinduet for \(nb) to ganger, så det ble ikke åpnet igjen. Vil du låse opp nå, velg Lås opp i SessionVaults innstillinger (i appmenyen), eller åpne appen igjen om to minutter.")
+    }
     /// The question of the grant dialog. `app` is already labelled (`appLabel`).
     public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
         let provider = shown(provider)

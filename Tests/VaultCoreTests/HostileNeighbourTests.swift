@@ -146,4 +146,76 @@ final class HostileNeighbourTests: XCTestCase {
         let grants = await vault.appGrants()
         XCTAssertEqual(grants.count, 1, "only the scripted app's own grant")
     }
+
+    /// Prompt fatigue: a sandboxed app that puts the unlock dialog back the
+    /// moment the person closes it, until a tired person types the PIN to make
+    /// it stop. One close costs nothing (a slip, then the person's own retry);
+    /// after two, that app raises no dialog for two minutes and hears
+    /// `rate_limited` with the wait. Another app, an unidentified peer in a new
+    /// process each time and the person's own unconfined tools are counted
+    /// apart or not at all. Without UnlockCloses: twenty dialogs.
+    func testAnAppThatRaisesTheUnlockDialogAgainAndAgainIsHeldBack() async throws {
+        let clock = TestClock()
+        let vault = try fx.vault([pin], clock: clock)
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        _ = try await vault.importSession(importRequest(account: "nabo", token: "T1"), conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        let pushy = ScriptedClient(requester: nabo)   // every PIN question: Cancel
+        var codes: [ErrorCode?] = []
+        for _ in 0..<20 {
+            codes.append(await failure { try await vault.unlock(factor: nil, conversation: pushy) }?.code)
+        }
+        XCTAssertEqual(pushy.asked, 2, "two dialogs, then none")
+        XCTAssertEqual(codes, [.cancelled, .cancelled] + Array(repeating: .rateLimited, count: 18))
+        let held = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
+        XCTAssertEqual(held?.message, Messages.unlockClosedRecently("org.example.Nabo"))
+        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(UnlockCloses.quiet)))
+        // Through a release too (a granted app asking for its session).
+        _ = try await vault.allowApp("flatpak:org.example.Nabo", account: "nabo", requester: .inProcess)
+        let viaRelease = await failure { _ = try await vault.release(account: "nabo", conversation: pushy) }
+        XCTAssertNotEqual(viaRelease?.code, .cancelled, "no third dialog through a release either")
+        XCTAssertEqual(pushy.asked, 2)
+
+        // Another sandboxed app is asked as usual; so is the person's own tool, which opens it.
+        let other = ScriptedClient(requester: Requester(pid: 4343, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Annen")))
+        _ = await failure { try await vault.unlock(factor: nil, conversation: other) }
+        XCTAssertEqual(other.asked, 1)
+        // Unidentified peers share one count, whatever their pid.
+        for pid in Int32(5000)..<5004 {
+            let ghost = ScriptedClient(requester: Requester(pid: pid, uid: 0, unidentified: true))
+            _ = await failure { try await vault.unlock(factor: nil, conversation: ghost) }
+            XCTAssertEqual(ghost.asked, pid < 5002 ? 1 : 0, "unidentified peer \(pid)")
+        }
+        let closedRecently = try vault.audit.entries().filter { $0.event == "unlock" && $0.outcome == "closed_recently" }
+        XCTAssertEqual(closedRecently.filter { $0.pid == 4242 }.count, 1,
+                       "an app's 19 refusals in a loop: one written, the rest counted (\(closedRecently.count) in all)")
+
+        // Two minutes after the last close the app may ask again.
+        clock.advance(UnlockCloses.quiet - 1)
+        _ = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
+        XCTAssertEqual(pushy.asked, 2)
+        clock.advance(1)
+        _ = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
+        XCTAssertEqual(pushy.asked, 3)
+
+        let person = ScriptedClient(secrets: [nil, nil, nil, thePIN])
+        for _ in 0..<3 { _ = await failure { try await vault.unlock(factor: nil, conversation: person) } }
+        try await vault.unlock(factor: nil, conversation: person)
+        XCTAssertEqual(person.asked, 4, "the person's own tool is never held back")
+        let open = vault.isLocked
+        XCTAssertFalse(open)
+    }
+
+    /// The counts stay small: an app per key does not grow them past a few hundred.
+    func testUnlockClosesForgetsAppsPastTheirQuiet() {
+        var closes = UnlockCloses()
+        for i in 0..<1_000 {
+            closes.closed("flatpak:app\(i)", now: Double(i) * UnlockCloses.quiet)
+        }
+        XCTAssertLessThanOrEqual(closes.keyCount, UnlockCloses.keysKept + 1)
+        closes.closed("flatpak:x", now: 0)
+        closes.closed("flatpak:x", now: UnlockCloses.window + 1)
+        XCTAssertNil(closes.wait("flatpak:x", now: UnlockCloses.window + 2), "two closes a long while apart are two slips")
+    }
 }

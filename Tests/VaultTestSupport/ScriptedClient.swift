@@ -13,8 +13,9 @@ public final class ScriptedClient: ClientConversation, Sendable {
     public let language: Language
     public let isInteractive: Bool
     /// One app, as a socket peer would be: the sessions it logs in to are its own.
-    public let requester = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app",
-                                     app: AppIdentity(kind: .executable, name: "/usr/bin/test-app"))
+    public let requester: Requester
+    public static let testApp = Requester(pid: 1, uid: 0, executable: "/usr/bin/test-app",
+                                          app: AppIdentity(kind: .executable, name: "/usr/bin/test-app"))
     /// What a choice fails with when the script has no choice left.
     public let chooseError: FactorError
     private let thenSecret: String?
@@ -42,7 +43,9 @@ public final class ScriptedClient: ClientConversation, Sendable {
 
     public init(secrets: [String?] = [], confirms: [Bool?] = [], choices: [String] = [], interactive: Bool = true,
                 presses: [String?] = [], chooseError: FactorError = .cancelled,
-                thenSecret: String? = nil, thenConfirm: Bool? = false, language: Language = .en, delay: Duration? = nil) {
+                thenSecret: String? = nil, thenConfirm: Bool? = false, language: Language = .en, delay: Duration? = nil,
+                requester: Requester = ScriptedClient.testApp) {
+        self.requester = requester
         self.isInteractive = interactive
         self.chooseError = chooseError
         self.thenSecret = thenSecret

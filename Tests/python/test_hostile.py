@@ -499,6 +499,39 @@ class TestDialogDisplay(HostileNeighbourTestCase):
                 self.assertNotIn(hint, "\n".join([start] + lines), "the dialog went where the sandboxed app said")
 
 
+class TestUnlockDialogFatigue(HostileNeighbourTestCase):
+    """Prompt fatigue: a sandboxed app that puts vaultd's unlock dialog back the
+    moment the person closes it, until a tired person types the PIN to make it
+    stop. After two closes that app raises none for two minutes."""
+
+    def started(self):
+        with open(self.fake_log, encoding="utf-8") as f:
+            return [line for line in f.read().splitlines() if line.startswith("START")]
+
+    def test_an_app_raising_the_unlock_dialog_in_a_loop_is_held_back_after_two_closes(self):
+        self.enroll_pin()
+        self.client().lock()
+        open(self.fake_log, "w").close()
+        self.script(*["cancel"] * 8)
+        results = []
+        for _ in range(6):
+            said = self.converse(ATTACKER, [hello(True, prompter="vault"), {"op": "unlock"}])
+            self.assertEqual(outcome(said["results"][0])[0], "ok", said)
+            results.append(said["results"][1])
+        codes = [outcome(frame) for frame in results]
+        self.assertEqual(codes, [("error", "cancelled")] * 2 + [("error", "rate_limited")] * 4,
+                         "dialogs shown: %d" % len(self.started()))
+        self.assertEqual(len(self.started()), 2, "two dialogs, then none")
+        held = results[-1]["error"]
+        self.assertGreater(held.get("retry_after", 0), 100, held)
+        self.assertIn("closed the unlock window", held.get("message", ""), held)
+        # The person's own tool (unsandboxed) still gets the dialog.
+        said = self.converse(None, [hello(True, prompter="vault"), {"op": "unlock"}])
+        self.assertEqual(outcome(said["results"][1]), ("error", "cancelled"), said)
+        self.assertEqual(len(self.started()), 3, "the person's own unlock was shown")
+        self.assertIs(self.client().status()["locked"], True)
+
+
 class TestPeerThatExits(HostileNeighbourTestCase):
     """An identity vaultd cannot read is trusted least: a sandboxed app whose
     forked child connected and exited sees no account and gets no admin op."""
