@@ -41,6 +41,19 @@ extension Vault {
     /// chooses (vaultd asks: an app that lets vaultd show its own dialogs
     /// needs to draw nothing for a first login).
     public func login(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
+        // A sandboxed app whose login dialogs the person just closed twice opens no third (ClosedDialogs).
+        let closesKey = conversation.isInteractive ? try admitDialog(conversation, event: "login", Messages.loginClosedRecently) : nil
+        do {
+            return try await loginAsked(provider: id, conversation: conversation)
+        } catch {
+            noteClosed(closesKey, error)
+            throw error
+        }
+    }
+
+    /// `login`'s dialogs: the choice (when no provider is named), the login,
+    /// the choice again after a login cancelled on the way.
+    func loginAsked(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         guard let id else {
             guard conversation.isInteractive else { throw .badRequest(Messages.loginNeedsProvider) }
             guard !providers.loginProviders.isEmpty else { throw .badRequest(Messages.noLoginProvider) }
@@ -57,7 +70,7 @@ extension Vault {
                 }
                 guard case .provider(let chosen) = choice else { throw VaultFailure(.cancelled) }
                 do {
-                    return try await login(provider: chosen.id, conversation: conversation)
+                    return try await loginAsked(provider: chosen.id, conversation: conversation)
                 } catch where error.code == .cancelled {
                     saying = error.message
                 }

@@ -32,7 +32,14 @@ extension Vault {
             // `unlock bankid`: a fresh login with that provider.
             guard vaultKey == nil else { return }
             guard conversation.isInteractive else { throw policy.lockedFailure() }
-            let login = try await runLogin(provider, conversation)
+            let closesKey = try admitDialog(conversation, event: "login", Messages.loginClosedRecently)
+            let login: VerifiedLogin
+            do {
+                login = try await runLogin(provider, conversation)
+            } catch {
+                noteClosed(closesKey, error)
+                throw error
+            }
             _ = try await adopt(login, from: provider, conversation: conversation)
             // With a PIN the login gave its own session, not the vault key.
             if vaultKey == nil { throw policy.loggedInButLocked() }
@@ -55,23 +62,35 @@ extension Vault {
             return
         }
         guard conversation.isInteractive else { throw policy.lockedFailure() }
-        // A sandboxed app whose unlock dialogs the person just closed twice
-        // raises no third for a while (prompt fatigue); joining an unlock
-        // already on screen (above) shows nothing new, so is not held back.
-        let closesKey = UnlockCloses.key(for: conversation.requester)
-        if let closesKey, let wait = unlockCloses.wait(closesKey, now: now()) {
-            audit.record("unlock", outcome: "closed_recently", requester: conversation.requester)
-            throw VaultFailure(.rateLimited, message: Messages.unlockClosedRecently(conversation.requester.app?.shortName),
-                               extra: ["retry_after": .int(Int64(wait))])
-        }
+        // Joining an unlock already on screen (above) shows nothing new, so
+        // only a new one is held back.
+        let closesKey = try admitDialog(conversation, event: "unlock", Messages.unlockClosedRecently)
         let task = Task { await self.runPolicy(conversation, preferred: preferred) }
         pendingUnlock = task
         let result = await task.value
         pendingUnlock = nil
-        if let closesKey, case .failure(let failure) = result, failure.code == .cancelled {
-            unlockCloses.closed(closesKey, now: now())
-        }
+        if case .failure(let failure) = result { noteClosed(closesKey, failure) }
         try result.get()
+    }
+
+    /// Refuses, without a dialog, a sandboxed app whose unlock or login
+    /// dialogs the person closed twice just now (prompt fatigue,
+    /// ClosedDialogs.swift); returns the key its closes count under (nil:
+    /// never held back).
+    func admitDialog(_ conversation: any ClientConversation, event: String,
+                     _ sentence: (String?) -> LocalizedText) throws(VaultFailure) -> String? {
+        guard let key = ClosedDialogs.key(for: conversation.requester) else { return nil }
+        if let wait = closedDialogs.wait(key, now: now()) {
+            audit.record(event, outcome: "closed_recently", requester: conversation.requester)
+            throw VaultFailure(.rateLimited, message: sentence(conversation.requester.app?.shortName),
+                               extra: ["retry_after": .int(Int64(wait))])
+        }
+        return key
+    }
+
+    /// A dialog `admitDialog` let through ended: a Cancel counts as a close.
+    func noteClosed(_ key: String?, _ failure: VaultFailure) {
+        if let key, failure.code == .cancelled { closedDialogs.closed(key, now: now()) }
     }
 
     /// Runs one unlock: `UnlockRun` says which way in comes next; this asks

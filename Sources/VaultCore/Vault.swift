@@ -51,8 +51,8 @@ public actor Vault {
     /// again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
     var deniedGrants: [String: Double] = [:]
     /// The unlock dialogs the person closed, per sandboxed app that raised
-    /// them: one that raises it again and again is held back (UnlockCloses.swift).
-    var unlockCloses = UnlockCloses()
+    /// them: one that raises it again and again is held back (ClosedDialogs.swift).
+    var closedDialogs = ClosedDialogs()
     /// Factors that failed in the unlock that ended in a fallback login: their
     /// re-enrollment is offered before the session is handed over (S6).
     var failedBeforeFallback: Set<FactorID> = []

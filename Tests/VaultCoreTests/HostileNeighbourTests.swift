@@ -153,7 +153,7 @@ final class HostileNeighbourTests: XCTestCase {
     /// after two, that app raises no dialog for two minutes and hears
     /// `rate_limited` with the wait. Another app, an unidentified peer in a new
     /// process each time and the person's own unconfined tools are counted
-    /// apart or not at all. Without UnlockCloses: twenty dialogs.
+    /// apart or not at all. Without ClosedDialogs: twenty dialogs.
     func testAnAppThatRaisesTheUnlockDialogAgainAndAgainIsHeldBack() async throws {
         let clock = TestClock()
         let vault = try fx.vault([pin], clock: clock)
@@ -170,7 +170,7 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertEqual(codes, [.cancelled, .cancelled] + Array(repeating: .rateLimited, count: 18))
         let held = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
         XCTAssertEqual(held?.message, Messages.unlockClosedRecently("org.example.Nabo"))
-        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(UnlockCloses.quiet)))
+        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(ClosedDialogs.quiet)))
         // Through a release too (a granted app asking for its session).
         _ = try await vault.allowApp("flatpak:org.example.Nabo", account: "nabo", requester: .inProcess)
         let viaRelease = await failure { _ = try await vault.release(account: "nabo", conversation: pushy) }
@@ -192,7 +192,7 @@ final class HostileNeighbourTests: XCTestCase {
                        "an app's 19 refusals in a loop: one written, the rest counted (\(closedRecently.count) in all)")
 
         // Two minutes after the last close the app may ask again.
-        clock.advance(UnlockCloses.quiet - 1)
+        clock.advance(ClosedDialogs.quiet - 1)
         _ = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
         XCTAssertEqual(pushy.asked, 2)
         clock.advance(1)
@@ -208,14 +208,14 @@ final class HostileNeighbourTests: XCTestCase {
     }
 
     /// The counts stay small: an app per key does not grow them past a few hundred.
-    func testUnlockClosesForgetsAppsPastTheirQuiet() {
-        var closes = UnlockCloses()
+    func testClosedDialogsForgetsAppsPastTheirQuiet() {
+        var closes = ClosedDialogs()
         for i in 0..<1_000 {
-            closes.closed("flatpak:app\(i)", now: Double(i) * UnlockCloses.quiet)
+            closes.closed("flatpak:app\(i)", now: Double(i) * ClosedDialogs.quiet)
         }
-        XCTAssertLessThanOrEqual(closes.keyCount, UnlockCloses.keysKept + 1)
+        XCTAssertLessThanOrEqual(closes.keyCount, ClosedDialogs.keysKept + 1)
         closes.closed("flatpak:x", now: 0)
-        closes.closed("flatpak:x", now: UnlockCloses.window + 1)
-        XCTAssertNil(closes.wait("flatpak:x", now: UnlockCloses.window + 2), "two closes a long while apart are two slips")
+        closes.closed("flatpak:x", now: ClosedDialogs.window + 1)
+        XCTAssertNil(closes.wait("flatpak:x", now: ClosedDialogs.window + 2), "two closes a long while apart are two slips")
     }
 }

@@ -146,6 +146,47 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(unavailable.offeredChoices.count, 1)
     }
 
+    /// Prompt fatigue through the login: a sandboxed app that asks for a login
+    /// again the moment the person closes the choice (until a tired person
+    /// logs in with BankID to make it stop, giving the app a session) opens no
+    /// third login for two minutes; its unlock and `unlock bankid` are held
+    /// back with it (one count: switching gains it nothing); the person's own
+    /// tool is asked as always. Without ClosedDialogs: ten choices.
+    func testAnAppThatAsksForALoginAgainAndAgainIsHeldBack() async throws {
+        let clock = TestClock()
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [FakeIdentityProvider()]), clock: clock)
+        let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        let pushy = ScriptedClient(requester: nabo)   // no choice scripted: Cancel
+        var codes: [ErrorCode?] = []
+        for _ in 0..<10 {
+            codes.append(await failure { _ = try await vault.login(provider: nil, conversation: pushy) }?.code)
+        }
+        XCTAssertEqual(pushy.offeredChoices.count, 2, "two choices, then none")
+        XCTAssertEqual(codes, [.cancelled, .cancelled] + Array(repeating: .rateLimited, count: 8))
+        let held = await failure { _ = try await vault.login(provider: "bankid", conversation: pushy) }
+        XCTAssertEqual(held?.code, .rateLimited)
+        XCTAssertEqual(held?.message, Messages.loginClosedRecently("org.example.Nabo"))
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        await vault.lock(reason: "test")
+        let viaUnlock = await failure { try await vault.unlock(factor: FactorID(rawValue: "bankid"), conversation: pushy) }
+        XCTAssertEqual(viaUnlock?.code, .rateLimited, "unlock bankid is a login too")
+        let unlock = await failure { try await vault.unlock(factor: nil, conversation: pushy) }
+        XCTAssertEqual(unlock?.code, .rateLimited, "and the unlock dialog shares the count")
+        XCTAssertEqual(pushy.asked, 0)
+        XCTAssertEqual(pushy.offeredChoices.count, 2)
+        let logins = try vault.audit.entries().filter { $0.event == "login" && $0.outcome == "closed_recently" }
+        XCTAssertEqual(logins.count, 1, "refusals in a loop: one written, the rest counted")
+
+        let person = ScriptedClient(choices: ["bankid"])
+        _ = try await vault.login(provider: nil, conversation: person)
+        XCTAssertEqual(person.offeredChoices.count, 1, "the person's own tool is asked as always")
+        await vault.lock(reason: "test")
+        clock.advance(ClosedDialogs.quiet)
+        let later = ScriptedClient(choices: ["cancel"], requester: nabo)
+        _ = await failure { _ = try await vault.login(provider: nil, conversation: later) }
+        XCTAssertEqual(later.offeredChoices.count, 1, "asked again two minutes after the last close")
+    }
+
     /// With a PIN enrolled a login proves who the person is, not a secret: it
     /// gives a working session at once but never the vault key (docs/key-hierarchy.md).
     func testSameIdentityGetsAFreshSessionButNotTheVaultKeyAnotherIsRefused() async throws {

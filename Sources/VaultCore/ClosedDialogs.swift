@@ -1,16 +1,18 @@
-/// The unlock dialogs the person closed, per sandboxed app: an app that puts
-/// the dialog in front of them again the moment they close it (prompt
-/// fatigue: asking until a tired person types the PIN or touches the reader
-/// to make it stop) is held back. A plain value the `Vault` actor keeps and
-/// applies in `ensureUnlocked` (Unlocking.swift); docs/threat-model.md.
+/// The unlock and login dialogs the person closed, per sandboxed app that
+/// raised them: an app that puts one in front of them again the moment they
+/// close it (prompt fatigue: asking until a tired person types the PIN,
+/// touches the reader or logs in with BankID to make it stop) is held back.
+/// A plain value the `Vault` actor keeps and applies before it opens either
+/// dialog (`admitDialog`, Unlocking.swift); docs/threat-model.md.
 ///
 /// One close costs an app nothing, so a slip followed by the person's own
 /// retry in the app still shows the dialog. After `closesAllowed` closes
-/// within `window`, the app raises no unlock dialog until `quiet` has passed
-/// since the last one; it hears `rate_limited` with the wait. Only confined
-/// apps (Flatpak, Snap, unidentified) are held back: the person's own tools
-/// (the settings app, vaultctl) run unconfined and always get the dialog.
-struct UnlockCloses {
+/// within `window`, the app raises neither dialog until `quiet` has passed
+/// since the last close; it hears `rate_limited` with the wait. Unlock and
+/// login count together: switching between them gains an app nothing. Only
+/// confined apps (Flatpak, Snap, unidentified) are held back: the person's
+/// own tools (the settings app, vaultctl) run unconfined and always get the dialog.
+struct ClosedDialogs {
     static let closesAllowed = 2
     static let window: Double = 60
     /// As long as an app is not asked again about a grant after Deny
