@@ -646,8 +646,7 @@ extension Messages {
     /// A sandboxed app raised the unlock dialog again right after the person
     /// closed it twice (ClosedDialogs): not shown again yet.
     public static func unlockClosedRecently(_ app: String?) -> LocalizedText {
-        let en = app.map { "‘\(shown($0))’" } ?? "this app"
-        let nb = app.map { "«\(shown($0))»" } ?? "denne appen"
+        let (en, nb) = quotedApp(app)
         return LocalizedText(
             en: "You closed the unlock window for \(en) twice, so it was not opened again. To unlock now, choose Unlock in SessionVault's settings (in your apps menu), or open the app again in two minutes.",
             nb: "Du lukket opplåsingsvinduet for \(nb) to ganger, så det ble ikke åpnet igjen. Vil du låse opp nå, velg Lås opp i SessionVaults innstillinger (i appmenyen), eller åpne appen igjen om to minutter.")
@@ -655,11 +654,14 @@ extension Messages {
     /// The same for the login: a sandboxed app asked for a login again right
     /// after the person closed its login window twice.
     public static func loginClosedRecently(_ app: String?) -> LocalizedText {
-        let en = app.map { "‘\(shown($0))’" } ?? "this app"
-        let nb = app.map { "«\(shown($0))»" } ?? "denne appen"
+        let (en, nb) = quotedApp(app)
         return LocalizedText(
             en: "You closed the login window for \(en) twice, so it was not opened again. If you want to log in, open the app again in two minutes.",
             nb: "Du lukket innloggingsvinduet for \(nb) to ganger, så det ble ikke åpnet igjen. Vil du logge inn, åpne appen igjen om to minutter.")
+    }
+    /// An app's name in quotes, in each language, mid-sentence (“this app” when unknown).
+    static func quotedApp(_ app: String?) -> (en: String, nb: String) {
+        (app.map { "‘\(shown($0))’" } ?? "this app", app.map { "«\(shown($0))»" } ?? "denne appen")
     }
     /// The question of the grant dialog. `app` is already labelled (`appLabel`).
     public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
