@@ -31,6 +31,8 @@ public final class AuditLog: Sendable {
     private let repeats = Locked(AuditRepeats())
     /// The broker's clock (Unix seconds), for the repeats' windows.
     private let clock: @Sendable () -> Double
+    /// How much of the log is kept (`prune`).
+    let retention: Retention
 
     private struct HeadState {
         var store: (any AuditHeadStore)?
@@ -59,9 +61,11 @@ public final class AuditLog: Sendable {
     }
 
     init(store: VaultStore, deviceKey: SecureBytes, logger: Logger,
-         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(SodiumError) {
+         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+         retention: Retention = .standard) throws(SodiumError) {
         self.store = store
         self.clock = clock
+        self.retention = retention
         self.key = try KeyDerivation.derive(key: deviceKey, parts: [.label("sessionvault/audit/v1")])
         self.logger = logger
     }
@@ -169,7 +173,8 @@ public final class AuditLog: Sendable {
 
     private func append(_ entry: Entry) {
         do {
-            _ = try store.appendAudit(entry.make)
+            let row = try store.appendAudit(entry.make)
+            if row.seq % retention.pruneEvery == 0 { pruneSoon() }
         } catch {
             logger.error("audit log write failed", metadata: ["event": "\(entry.event)", "error": "\(error)"])
         }
@@ -213,6 +218,9 @@ public final class AuditLog: Sendable {
     private func shortfall(_ saved: Head) -> Int64 {
         guard let last = try? store.lastAudit() else { return saved.seq }
         if last.seq < saved.seq { return saved.seq - last.seq }
+        // The head's entry itself went with the retention (its saves failed for
+        // that long): the chain was checked through it when it was pruned.
+        if let start = try? chainStart(), start.after >= saved.seq { return 0 }
         guard let row = try? store.auditRows(after: saved.seq - 1, limit: 1).first, row.seq == saved.seq,
               Sodium.constantTimeEqual(row.mac, saved.mac) else {
             // Deleted and others appended in their place: at least the head is gone.
@@ -274,17 +282,94 @@ public final class AuditLog: Sendable {
         try store.auditRows(after: seq, limit: limit)
     }
 
-    /// Walks the chain; returns the seq of the first entry whose MAC does not
-    /// match, or nil when the whole log verifies.
+    /// How much of the log is kept (`prune`): the newest `keepEntries`
+    /// entries, and none older than `keepDays` days; the newest entry always.
+    /// At the 60 entries a minute the log writes at most (AuditRepeats), a
+    /// year of a busy vault fits; the file stays tens of megabytes at most.
+    public struct Retention: Sendable {
+        public var keepEntries: Int64 = 100_000
+        public var keepDays: Double = 400
+        /// Every this many entries appended, the log is pruned (off the caller's path).
+        public var pruneEvery: Int64 = 1_000
+
+        public init() {}
+        public static let standard = Retention()
+    }
+
+    /// `prune` on the head's queue, by the wall clock the entries are stamped
+    /// with (vaultd calls it at start; appends call it every `pruneEvery`).
+    public func pruneSoon() {
+        headQueue.async { [self] in prune(now: Date().timeIntervalSince1970) }
+    }
+
+    /// Deletes the oldest entries past the retention and moves the anchor (the
+    /// chain's start) to the last one deleted. Only a stretch whose chain
+    /// verifies, up to and including the entry kept after it, is deleted: a
+    /// prune never erases the evidence of an edit (an edited or removed entry
+    /// stays where `verify` reports it). Returns how many were deleted.
+    @discardableResult
+    public func prune(now: Double) -> Int {
+        do {
+            guard let last = try store.lastAudit() else { return 0 }
+            let byAge = try store.lastAuditSeq(before: now - retention.keepDays * 86_400) ?? 0
+            let cutoff = min(max(byAge, last.seq - retention.keepEntries), last.seq - 1)
+            guard var walk = try chainStart(), cutoff > walk.after else { return 0 }
+            var cut: AuditRow?
+            while walk.after <= cutoff {
+                let rows = try store.auditRows(after: walk.after, limit: 1000)
+                if rows.isEmpty { break }
+                for row in rows where walk.after <= cutoff {
+                    guard macMatches(row, previous: walk.previous) else {
+                        logger.warning("the audit log was not pruned: an entry in the stretch to delete does not verify",
+                                       metadata: ["seq": "\(row.seq)"])
+                        return 0
+                    }
+                    if row.seq == cutoff { cut = row }
+                    walk = (row.mac, row.seq)
+                }
+            }
+            guard let cut else { return 0 }
+            let anchor = AuditAnchor(seq: cut.seq, mac: cut.mac, tag: try anchorTag(seq: cut.seq, mac: cut.mac))
+            let deleted = try store.pruneAudit(to: anchor)
+            logger.info("audit log pruned", metadata: ["deleted": "\(deleted)", "first_kept": "\(cut.seq + 1)"])
+            return deleted
+        } catch {
+            logger.warning("the audit log could not be pruned", metadata: ["error": "\(error)"])
+            return 0
+        }
+    }
+
+    /// Where the chain starts: after the anchor once entries were pruned, else
+    /// at the beginning; nil when an anchor is there whose tag does not verify
+    /// (not written by vaultd: the log is not trusted from its start).
+    private func chainStart() throws(StoreError) -> (previous: [UInt8], after: Int64)? {
+        guard let anchor = try store.auditAnchor() else { return ([], 0) }
+        guard let tag = try? anchorTag(seq: anchor.seq, mac: anchor.mac), Sodium.constantTimeEqual(tag, anchor.tag) else { return nil }
+        return (anchor.mac, anchor.seq)
+    }
+
+    private func anchorTag(seq: Int64, mac: [UInt8]) throws -> [UInt8] {
+        try KeyDerivation.mac(key: key, message: Array("sessionvault/audit-anchor \(seq) \(Digest.hex(mac))".utf8))
+    }
+
+    private func macMatches(_ row: AuditRow, previous: [UInt8]) -> Bool {
+        let expected = (try? KeyDerivation.mac(key: key, message: AuditLog.canonical(row, previousMAC: previous))) ?? []
+        return Sodium.constantTimeEqual(expected, row.mac)
+    }
+
+    /// Walks the chain from its start (the anchor, once older entries were
+    /// pruned); returns the seq of the first entry whose MAC does not match
+    /// (the one after the anchor when the anchor itself is forged), or nil
+    /// when the whole log verifies.
     public func verify() throws(StoreError) -> Int64? {
-        var previous: [UInt8] = []
-        var after: Int64 = 0
+        guard let start = try chainStart() else { return (try store.auditAnchor()?.seq ?? 0) + 1 }
+        var previous = start.previous
+        var after = start.after
         while true {
             let rows = try store.auditRows(after: after, limit: 1000)
             if rows.isEmpty { return nil }
             for row in rows {
-                let expected = (try? KeyDerivation.mac(key: key, message: AuditLog.canonical(row, previousMAC: previous))) ?? []
-                if !Sodium.constantTimeEqual(expected, row.mac) { return row.seq }
+                if !macMatches(row, previous: previous) { return row.seq }
                 previous = row.mac
                 after = row.seq
             }

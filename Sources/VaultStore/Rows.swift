@@ -110,6 +110,21 @@ public struct AuditRow: Sendable, Equatable {
     }
 }
 
+/// Where the audit chain starts once older rows were pruned: the last pruned
+/// row's seq and MAC (the next row chains from it), and a tag over both keyed
+/// from the device key, so only vaultd can move it.
+public struct AuditAnchor: Sendable, Equatable {
+    public var seq: Int64
+    public var mac: [UInt8]
+    public var tag: [UInt8]
+
+    public init(seq: Int64, mac: [UInt8], tag: [UInt8]) {
+        self.seq = seq
+        self.mac = mac
+        self.tag = tag
+    }
+}
+
 /// A durable job for later features (member-record sync). The payload is opaque.
 public struct JobRow: Sendable, Equatable {
     /// Assigned by the store.

@@ -8,7 +8,7 @@
 /// and an older SessionVault opening a store made now finds its migrations done.
 enum Schema {
     /// Bump together with a new migration below.
-    static let version = 2
+    static let version = 3
 
     /// Every migration identifier below, for the read-only probe.
     static var migrationIdentifiers: Set<String> { Set(migrations.map(\.identifier)) }
@@ -111,6 +111,25 @@ enum Schema {
                 );
                 UPDATE store_info SET schema_version = 2;
                 PRAGMA user_version = 2;
+                """),
+        // The audit log's retention (VaultCore's AuditLog.prune): the rows up to
+        // the anchor's seq may be deleted, and no others, so a bug elsewhere
+        // still cannot rewrite history. The anchor is where the chain starts
+        // once they are gone: that row's MAC, and a tag over seq and MAC keyed
+        // from the device key (one row, or none before the first prune).
+        ("v3", """
+                CREATE TABLE audit_anchor (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    seq INTEGER NOT NULL CHECK (seq > 0),
+                    mac BLOB NOT NULL CHECK (length(mac) > 0),
+                    tag BLOB NOT NULL CHECK (length(tag) > 0)
+                );
+                DROP TRIGGER audit_no_delete;
+                CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+                WHEN OLD.seq > coalesce((SELECT seq FROM audit_anchor WHERE id = 1), 0)
+                BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END;
+                UPDATE store_info SET schema_version = 3;
+                PRAGMA user_version = 3;
                 """),
     ]
 }

@@ -307,6 +307,38 @@ extension VaultStore {
         }
     }
 
+    /// The newest seq stamped before `at` (Unix seconds), or nil.
+    public func lastAuditSeq(before at: Double) throws(StoreError) -> Int64? {
+        try read("lastAuditSeq") { db in
+            try db.one("SELECT max(seq) FROM audit WHERE at < ?", [at]) { $0.optionalInt64(0) } ?? nil
+        }
+    }
+
+    /// Where the audit chain starts once older rows were pruned; nil before the first prune.
+    public func auditAnchor() throws(StoreError) -> AuditAnchor? {
+        try read("auditAnchor") { db in
+            try db.one("SELECT seq, mac, tag FROM audit_anchor WHERE id = 1", []) {
+                AuditAnchor(seq: $0.int64(0), mac: $0.bytes(1), tag: $0.bytes(2))
+            }
+        }
+    }
+
+    /// Moves the anchor to `anchor` and deletes the rows up to its seq, in one
+    /// transaction (the schema refuses to delete any row past the anchor).
+    /// Returns how many rows were deleted.
+    public func pruneAudit(to anchor: AuditAnchor) throws(StoreError) -> Int {
+        try write("pruneAudit") { db in
+            try db.run(
+                #"""
+                    INSERT INTO audit_anchor (id, seq, mac, tag) VALUES (1, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, mac = excluded.mac, tag = excluded.tag
+                    """#,
+                [anchor.seq, anchor.mac, anchor.tag])
+            try db.run("DELETE FROM audit WHERE seq <= ?", [anchor.seq])
+            return db.changes
+        }
+    }
+
     private static func lastAuditRow(_ db: SQLiteConnection) throws -> AuditRow? {
         try db.one("SELECT \(auditColumns) FROM audit ORDER BY seq DESC LIMIT 1", [], auditRow)
     }

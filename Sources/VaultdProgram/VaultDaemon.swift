@@ -213,6 +213,8 @@ struct VaultDaemon: AsyncParsableCommand {
         if let heads = deviceKeys as? any AuditHeadStore {
             vault.audit.keepHead(in: heads, startingOver: created)
         }
+        // Entries past the retention go, off the start-up path (AuditLog.Retention).
+        vault.audit.pruneSoon()
 
         if let n = file.max_connections, n < 1 {
             Self.fail(Messages.configInvalid, detail: "max_connections must be at least 1", language: language, code: 2)

@@ -144,10 +144,10 @@ final class StartupRefusalTests: VaultdTestCase {
 
         // Bump the schema the way a newer SessionVault would record it (PRAGMA
         // user_version and store_info.schema_version; see Sources/VaultStore/Schema.swift).
-        let bump = try sqlite3(v.storePath, "PRAGMA user_version = 3; UPDATE store_info SET schema_version = 3;")
+        let bump = try sqlite3(v.storePath, "PRAGMA user_version = 4; UPDATE store_info SET schema_version = 4;")
         XCTAssertEqual(bump.exit, 0, bump.err)
         let check = try sqlite3(v.storePath, "PRAGMA user_version;")
-        XCTAssertEqual(check.out.trimmingCharacters(in: .whitespacesAndNewlines), "3")
+        XCTAssertEqual(check.out.trimmingCharacters(in: .whitespacesAndNewlines), "4")
 
         let before = try snapshot(v.dataDir)
         let r = try v.runToExit()
