@@ -264,6 +264,30 @@ func measurePersistent(_ socket: String, frame: [UInt8], count: Int) throws -> L
     return Latency(p50: h.valueAtPercentile(50), p99: h.valueAtPercentile(99))
 }
 
+/// The same release with oidc-agent's plain client (OIDCAgent.request): connect,
+/// one write (`hello` and `session`), read until both answers are in, close;
+/// no check of who serves and no parsing. Beside oidc-agent's line, the two
+/// servers are compared with the same client.
+func plainRelease(_ socket: String, request: [UInt8]) throws {
+    let fd = try connectUnix(socket)
+    defer { close(fd) }
+    try sendAll(fd, request)
+    var chunk = [UInt8](repeating: 0, count: 16_384)
+    var lines = 0
+    while lines < 2 {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { throw BenchError("vaultd closed the connection early") }
+        lines += chunk[0..<n].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+    }
+}
+
+/// `hello` and `session` for `account`, as `plainRelease` writes them.
+func plainReleaseRequest(_ account: String) -> [UInt8] {
+    Request(id: 1, op: "hello", fields: ["client": "vault-bench", "lang": "en", "interactive": false]).encoded()
+        + Request(id: 2, op: "session", fields: ["account": .string(account)]).encoded()
+}
+
 func measureConnectPerRequest(_ socket: String, account: String, count: Int) throws -> Latency {
     var h = Histogram<UInt64>(highestTrackableValue: 10_000_000_000)
     for _ in 0..<count {

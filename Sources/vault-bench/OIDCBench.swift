@@ -112,6 +112,8 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
         throw BenchError("oidc-agent gives no access token")
     }
     let agentPlain = try measureLatency(count: perConnect) { _ = try agent.request(cached) }
+    let plainRequest = plainReleaseRequest(account)
+    let vaultPlain = try measureLatency(count: perConnect) { try plainRelease(daemon.socket, request: plainRequest) }
     let agentEncrypted = try measureLatency(count: setup.quick ? 200 : 2_000) { _ = try agent.encryptedRequest(cached) }
     let forced = agent.accessTokenRequest(minValid: 2 * accessTTL)
     let agentForced = try measureForcedRefresh(provider: provider, rounds: forcedRounds) {
@@ -132,6 +134,8 @@ func runOIDCLines(_ table: inout Table, _ setup: OIDCBenchSetup) throws {
               "faster than oidc-agent", vaultConnect.p50 < agentPlain.p50)
     table.add("vs oidc-agent: cached token, connect per request, p99", versus(vaultConnect.p99, agentPlain.p99, us),
               "faster than oidc-agent", vaultConnect.p99 < agentPlain.p99)
+    table.add("vs oidc-agent: the same plain client on both (connect, write, read; no check of who serves), p50",
+              versus(vaultPlain.p50, agentPlain.p50, us), "", nil)
     table.add("vs oidc-agent (encrypted, as liboidc-agent asks), p50", versus(vaultConnect.p50, agentEncrypted.p50, us),
               "faster than oidc-agent", vaultConnect.p50 < agentEncrypted.p50)
     table.add("vs oidc-agent: forced refresh, p50", versus(vaultForced.client.p50, agentForced.client.p50, ms),
