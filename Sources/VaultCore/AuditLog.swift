@@ -282,13 +282,16 @@ public final class AuditLog: Sendable {
         try store.auditRows(after: seq, limit: limit)
     }
 
-    /// How much of the log is kept (`prune`): the newest `keepEntries`
-    /// entries, and none older than `keepDays` days; the newest entry always.
-    /// At the 60 entries a minute the log writes at most (AuditRepeats), a
-    /// year of a busy vault fits; the file stays tens of megabytes at most.
+    /// How much of the log is kept (`prune`): nothing older than `keepDays`
+    /// days, and past `keepEntries` entries the oldest go as well, but never
+    /// one younger than `floodProofDays`: an app that can make entries (its
+    /// refusals and releases, at the log's cap of 60 a minute) cannot flood
+    /// recent evidence out of the log, only grow it for as long as it keeps
+    /// that up. The newest entry is always kept.
     public struct Retention: Sendable {
-        public var keepEntries: Int64 = 100_000
         public var keepDays: Double = 400
+        public var keepEntries: Int64 = 100_000
+        public var floodProofDays: Double = 30
         /// Every this many entries appended, the log is pruned (off the caller's path).
         public var pruneEvery: Int64 = 1_000
 
@@ -312,7 +315,9 @@ public final class AuditLog: Sendable {
         do {
             guard let last = try store.lastAudit() else { return 0 }
             let byAge = try store.lastAuditSeq(before: now - retention.keepDays * 86_400) ?? 0
-            let cutoff = min(max(byAge, last.seq - retention.keepEntries), last.seq - 1)
+            let oldEnough = try store.lastAuditSeq(before: now - retention.floodProofDays * 86_400) ?? 0
+            let byCount = min(last.seq - retention.keepEntries, oldEnough)
+            let cutoff = min(max(byAge, byCount), last.seq - 1)
             guard var walk = try chainStart(), cutoff > walk.after else { return 0 }
             var cut: AuditRow?
             while walk.after <= cutoff {

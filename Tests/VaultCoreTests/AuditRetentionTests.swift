@@ -19,11 +19,13 @@ final class AuditRetentionTests: XCTestCase {
         log = try keeping(100)
     }
 
-    /// A log over the fixture's file that keeps `entries` (and the standard days).
-    func keeping(_ entries: Int64, pruneEvery: Int64 = 1_000) throws -> AuditLog {
+    /// A log over the fixture's file that keeps `entries` (and the standard
+    /// days); entries of any age count (`floodProofDays` 0) unless told.
+    func keeping(_ entries: Int64, pruneEvery: Int64 = 1_000, floodProofDays: Double = 0) throws -> AuditLog {
         var retention = AuditLog.Retention()
         retention.keepEntries = entries
         retention.pruneEvery = pruneEvery
+        retention.floodProofDays = floodProofDays
         return try AuditLog(store: fx.store, deviceKey: fx.deviceKey, logger: VaultFixture.logger, retention: retention)
     }
     override func tearDown() { fx.cleanup() }
@@ -69,6 +71,20 @@ final class AuditRetentionTests: XCTestCase {
         XCTAssertEqual(log.prune(now: now + (AuditLog.Retention.standard.keepDays + 1) * 86_400), 4)
         XCTAssertEqual(try log.entries().map(\.seq), [5], "the newest entry is always kept")
         XCTAssertNil(try log.verify())
+    }
+
+    /// An app that floods the log (its refusals at the cap of 60 a minute)
+    /// cannot push recent evidence out: past the count, only entries older
+    /// than `floodProofDays` go.
+    func testAFloodCannotPushRecentEntriesOut() throws {
+        log = try keeping(10, floodProofDays: 30)
+        write(50)
+        let now = Date().timeIntervalSince1970
+        XCTAssertEqual(log.prune(now: now), 0, "all younger than 30 days: kept, over the count or not")
+        XCTAssertEqual(log.prune(now: now + 31 * 86_400), 40, "a month on, the count applies")
+        XCTAssertEqual(try log.entries().first?.seq, 41)
+        XCTAssertNil(try log.verify())
+        XCTAssertEqual(AuditLog.Retention.standard.floodProofDays, 30)
     }
 
     /// An entry edited in the stretch a prune would delete keeps the prune
