@@ -314,9 +314,12 @@ public final class AuditLog: Sendable {
     public func prune(now: Double) -> Int {
         do {
             guard let last = try store.lastAudit() else { return 0 }
-            let byAge = try store.lastAuditSeq(before: now - retention.keepDays * 86_400) ?? 0
-            let oldEnough = try store.lastAuditSeq(before: now - retention.floodProofDays * 86_400) ?? 0
-            let byCount = min(last.seq - retention.keepEntries, oldEnough)
+            // The last entry older than a day count: the one before the first that is not.
+            func lastOlder(thanDays days: Double) throws(StoreError) -> Int64 {
+                (try store.firstAuditSeq(notBefore: now - days * 86_400)).map { $0 - 1 } ?? last.seq
+            }
+            let byAge = try lastOlder(thanDays: retention.keepDays)
+            let byCount = min(last.seq - retention.keepEntries, try lastOlder(thanDays: retention.floodProofDays))
             let cutoff = min(max(byAge, byCount), last.seq - 1)
             guard var walk = try chainStart(), cutoff > walk.after else { return 0 }
             var cut: AuditRow?

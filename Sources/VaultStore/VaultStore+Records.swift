@@ -307,10 +307,13 @@ extension VaultStore {
         }
     }
 
-    /// The newest seq stamped before `at` (Unix seconds), or nil.
-    public func lastAuditSeq(before at: Double) throws(StoreError) -> Int64? {
-        try read("lastAuditSeq") { db in
-            try db.one("SELECT max(seq) FROM audit WHERE at < ?", [at]) { $0.optionalInt64(0) } ?? nil
+    /// The oldest seq stamped at `at` (Unix seconds) or later, or nil when
+    /// every row is older. Walks from the oldest row and stops at the first
+    /// young enough (no index on `at`: the rows before it are the ones a
+    /// prune deletes, and in the usual case the first row already is).
+    public func firstAuditSeq(notBefore at: Double) throws(StoreError) -> Int64? {
+        try read("firstAuditSeq") { db in
+            try db.one("SELECT seq FROM audit WHERE at >= ? ORDER BY seq LIMIT 1", [at]) { $0.int64(0) }
         }
     }
 
