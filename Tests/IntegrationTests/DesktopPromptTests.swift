@@ -291,102 +291,149 @@ final class DesktopPromptTests: VaultdTestCase {
                               env: childEnvironment(env.merging(display) { $1 }), timeout: timeout)
     }
 
-    /// Orca itself (Debian's orca 43) listening to SessionVault's own dialog, and what it
-    /// says checked (Tests/desktop/orca_speech.py): headless, on the test's own buses, its
-    /// speech through speech-dispatcher's dummy module and read from Orca's speech log.
-    /// In English and in bokmål (Orca too in bokmål): when the PIN dialog appears Orca
-    /// says its title, who asks and what to type, and the focused field by its label
-    /// ("PIN: password text" / "PIN-kode: passordtekst"); Tab says each button ("Cancel
-    /// push button" / "Avbryt trykknapp"); after a wrong PIN it says why; the PIN gets the
-    /// app its session and is never spoken, whole or a digit at a time. The choice of
-    /// login and a new PIN typed twice (English: both fields by their labels, two PINs
-    /// that differ said so) and the fingerprint's wait (bokmål) are announced the same way,
-    /// and so are the app-grant dialog (both languages: Allow focused, Tab to Deny and Only
-    /// this time, Alt+O / Alt+A), the offer of fingerprint login after a login (Turn on,
-    /// Tab to Cancel and Not now, Alt+N), a message ("PIN is set up.", Close) and a
-    /// yes/no question (bokmål: Start over, Ja, Tab to Avbryt and Nei, Alt+N). The
-    /// settings app (bokmål): Tab says the Lock button, each unlock method's state
-    /// ("Fingeravtrykk er slått på") and its buttons; Orca+KP_Enter names the window.
+    /// Orca itself (Debian's orca 43) listening to SessionVault's own dialog and settings
+    /// app, and what it says checked (Tests/desktop/orca_speech.py): headless, on the
+    /// test's own buses, its speech through speech-dispatcher's dummy module and read from
+    /// Orca's speech log. In English and in bokmål (Orca too in bokmål), every dialog kind:
+    /// when the PIN dialog appears Orca says its title, who asks and what to type, and the
+    /// focused field by its label ("PIN: password text" / "PIN-kode: passordtekst"); Tab
+    /// says each button; after a wrong PIN (bokmål) it says why; the PIN gets the app its
+    /// session and is never spoken, whole or a digit at a time. The app-grant dialog (Allow
+    /// focused, Tab to Deny and Only this time, Alt+O / Alt+A), the choice of login (the
+    /// first provider focused, Tab to Cancel and the other, Escape), the offer of fingerprint
+    /// login after a login (Turn on, Tab to Cancel and Not now, Alt+N / Alt+I), a new PIN
+    /// typed twice (both fields by their labels, two PINs that differ said so with the first
+    /// field) and the message after it ("PIN is set up.", Close), Start over's yes/no
+    /// question (No first, Tab to Cancel and Yes, Alt+N) and the fingerprint's wait are
+    /// announced the same way. The settings app: Tab says the Lock button, each unlock
+    /// method's state ("Fingerprint enabled" / "Fingeravtrykk er slått på") and its
+    /// buttons; Orca+KP_Enter names the window.
     func testOrcaSpeaksTheDialog() throws {
-        for tool in ["/usr/bin/localedef"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: libc-bin; scripts/setup installs it)")
-        }
-        // Orca runs in bokmål from a locale built for the test (localedef), from the locales package's sources.
-        guard FileManager.default.fileExists(atPath: "/usr/share/i18n/locales/nb_NO") else {
-            throw cannotRunHere("/usr/share/i18n/locales/nb_NO is missing (Debian: locales; scripts/setup installs it)")
-        }
-        let r = try runOrcaScript(on: nil, timeout: 180)
+        let r = try runOrcaScript(on: nil, timeout: 240)
+        assertOrcaHeardEveryDialog(r, onWayland: false)
+    }
+
+    /// What each language's Orca and dialogs say, as orca_speech.py checks it.
+    struct OrcaWords {
+        let lang, button, password, field, cancel, type, again, againKey, grantOthers, grantKey: String
+        let login, provider, otherProvider, offer, turnOn, notNow, offerKey, currentPIN, choose, mismatch: String
+        let pinSet, close, startOver, no, yes, touch, usePIN, lock, unlock, fingerprintOn, pinOn: String
+        let fingerprintButtons, pinButtons: [String]
+    }
+
+    static let orcaWords = [
+        OrcaWords(lang: "en", button: "push button", password: "password text", field: "PIN:", cancel: "Cancel",
+                  type: "Enter your PIN:", again: "Type the same PIN again:", againKey: "alt+t",
+                  grantOthers: "'Deny' and 'Only this time'", grantKey: "alt+o",
+                  login: "Log in with Demo BankID / Demo Vipps", provider: "Use Demo BankID", otherProvider: "Use Demo Vipps",
+                  offer: "Turn on fingerprint login?", turnOn: "Turn on", notNow: "Not now", offerKey: "alt+n",
+                  currentPIN: "first enter the PIN you use now", choose: "Choose a PIN",
+                  mismatch: "The two PINs were not the same. Let's start again.", pinSet: "PIN is set up.", close: "Close",
+                  startOver: "Start over?", no: "No", yes: "Yes", touch: "Touch the fingerprint reader", usePIN: "Use PIN instead",
+                  lock: "Lock", unlock: "Unlock methods", fingerprintOn: "Fingerprint enabled", pinOn: "PIN enabled",
+                  fingerprintButtons: ["Set up again", "Turn off"], pinButtons: ["Change PIN", "Remove PIN"]),
+        OrcaWords(lang: "nb", button: "trykknapp", password: "passordtekst", field: "PIN-kode:", cancel: "Avbryt",
+                  type: "Skriv inn PIN-koden:", again: "Skriv den samme PIN-koden en gang til:", againKey: "alt+s",
+                  grantOthers: "'Avslå' and 'Bare denne gangen'", grantKey: "alt+a",
+                  login: "Logg inn med Demo BankID / Demo Vipps", provider: "Bruk Demo BankID", otherProvider: "Bruk Demo Vipps",
+                  offer: "Slå på innlogging med fingeravtrykk?", turnOn: "Slå på", notNow: "Ikke nå", offerKey: "alt+i",
+                  currentPIN: "skriv først inn PIN-koden du bruker nå", choose: "Velg en PIN-kode",
+                  mismatch: "De to PIN-kodene var ikke like. Vi begynner på nytt.", pinSet: "PIN-kode er satt opp.", close: "Lukk",
+                  startOver: "Begynne på nytt?", no: "Nei", yes: "Ja", touch: "Berør fingeravtrykkleseren",
+                  usePIN: "Bruk PIN-kode i stedet", lock: "Lås", unlock: "Opplåsing", fingerprintOn: "Fingeravtrykk er slått på",
+                  pinOn: "PIN-kode er slått på", fingerprintButtons: ["Sett opp på nytt", "Slå av"],
+                  pinButtons: ["Bytt PIN-kode", "Fjern PIN-kode"]),
+    ]
+
+    /// orca_speech.py passed on X (`onWayland` false) or on mutter: each of its checks,
+    /// in each language, said "CHECK ok", and what Orca said word for word where it
+    /// matters (each focused button and field, a mismatch's reason, the message).
+    func assertOrcaHeardEveryDialog(_ r: ProcessOutcome, onWayland: Bool) {
         XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
         XCTAssertTrue(r.out.contains("orca: 0 failed"), r.out)
         XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
         var checks = ["the accessibility registry answers", "speech-dispatcher runs with its dummy module",
-                      "the nb_NO.UTF-8 locale for Orca in bokmål", "PIN enrolled"]
-        for (lang, button, cancel) in [("en", "push button", "Cancel"), ("nb", "trykknapp", "Avbryt")] {
-            checks += ["\(lang): Orca started and spoke", "\(lang): when the dialog appears, Orca names it by its title",
-                       "\(lang): and says who asks and what to type", "\(lang): and the focused PIN field by its label",
-                       "\(lang): Tab: Orca says '\(cancel) \(button)'", "\(lang): Tab: Orca says 'OK \(button)'",
-                       "\(lang): Tab again: back in the PIN field", "\(lang): the PIN typed, Enter: the app got its session"]
+                      "the nb_NO.UTF-8 locale for Orca in bokmål", "PIN enrolled", "fingerprint: turned off again",
+                      "nb: after a wrong PIN Orca says why ('Det stemte ikke')",
+                      "the PIN is never spoken, whole or a digit at a time"]
+        if onWayland { checks.append("Wayland: mutter's RemoteDesktop takes keys") }
+        var said: [String] = []
+        for w in Self.orcaWords {
+            let (l, b) = (w.lang, w.button)
+            checks += ["\(l): Orca started and spoke", "\(l): when the dialog appears, Orca names it by its title ('SessionVault dialog')",
+                       "\(l): and says who asks and what to type ('\(w.type)')",
+                       "\(l): and the focused PIN field by its label ('\(w.field) \(w.password)')",
+                       "\(l): Tab: Orca says '\(w.cancel) \(b)'", "\(l): Tab: Orca says 'OK \(b)'",
+                       "\(l): Tab again: back in the PIN field", "\(l): the PIN typed, Enter: the app got its session",
+                       "\(l): grant: when it appears, Orca names the dialog and says what it asks",
+                       "\(l): grant: and the focused button", "\(l): grant: Tab, Tab: Orca says \(w.grantOthers), each a \(b)",
+                       "\(l): grant: \(w.grantKey) answered",
+                       "\(l): login: when it appears, Orca names the dialog and says what it asks ('\(w.login)')",
+                       "\(l): login: and the focused button ('\(w.provider) \(b)')",
+                       "\(l): login: Tab, Tab: Orca says '\(w.cancel)' and '\(w.otherProvider)', each a \(b)",
+                       "\(l): login: Escape cancels it ('cancelled')",
+                       "\(l): offer: when it appears, Orca names the dialog and says what it asks ('\(w.offer)')",
+                       "\(l): offer: and the focused button ('\(w.turnOn) \(b)')",
+                       "\(l): offer: Tab, Tab: Orca says '\(w.cancel)' and '\(w.notNow)', each a \(b)",
+                       "\(l): offer: \(w.offerKey) answered '\(w.notNow)' and the app has its session, at once",
+                       "\(l): new PIN: Orca says to enter the PIN in use first ('\(w.currentPIN)')",
+                       "\(l): new PIN: then Orca says what to do and the first field by its label ('\(w.choose)')",
+                       "\(l): new PIN: \(w.againKey): Orca says the second field by its label ('\(w.again) \(w.password)')",
+                       "\(l): new PIN: two different PINs: Orca says the first field and why",
+                       "\(l): new PIN: typed twice alike, Enter: it is set",
+                       "\(l): message: when it appears, Orca names the dialog and says it ('\(w.pinSet)')",
+                       "\(l): message: and its one button, focused ('\(w.close) \(b)')",
+                       "\(l): message: Enter answers it, and the dialog ends",
+                       "\(l): confirm: when it appears, Orca names the dialog and says what it asks ('\(w.startOver)')",
+                       "\(l): confirm: and the focused button ('\(w.no) \(b)')",
+                       "\(l): confirm: Tab, Tab: Orca says '\(w.cancel)' and '\(w.yes)', each a \(b)",
+                       "\(l): confirm: Alt+N answered \(w.no), nothing deleted",
+                       "\(l): fingerprint: turned on with one scan",
+                       "\(l): fingerprint: when the wait appears, Orca names the dialog and says what to do ('\(w.touch)')",
+                       "\(l): fingerprint: and the focused way out ('\(w.usePIN) \(b)')",
+                       "\(l): fingerprint: a scan ended the wait and the app got its session",
+                       "\(l): settings: as the window opens, Orca says where the focus is: the Lock button",
+                       "\(l): settings: Tab on: Orca says the Lock button ('\(w.lock) \(b)')",
+                       "\(l): settings: Tab on: Orca says the fingerprint's state, with its heading ('\(w.unlock).' '\(w.fingerprintOn)')",
+                       "\(l): settings: Tab on: Orca says the fingerprint's buttons ("
+                           + w.fingerprintButtons.map { "'\($0) \(b)'" }.joined(separator: " ") + ")",
+                       "\(l): settings: Tab on: Orca says the PIN's state ('\(w.pinOn)')",
+                       "\(l): settings: Tab on: Orca says the PIN's buttons ("
+                           + w.pinButtons.map { "'\($0) \(b)'" }.joined(separator: " ") + ")"]
+            // Orca 43 hears no key of a GTK 4 window on Wayland: no Orca command there.
+            if !onWayland { checks.append("\(l): settings: Orca+KP_Enter: Orca names the window ('SessionVault')") }
+            said += ["\(w.field) \(w.password).", "\(w.cancel) \(b).", "OK \(b).", "\(w.provider) \(b).", "\(w.turnOn) \(b).",
+                     "\(w.notNow) \(b).", "\(w.again) \(w.password).", w.mismatch, "\(w.close) \(b).", "\(w.no) \(b).",
+                     "\(w.yes) \(b).", "\(w.usePIN) \(b).", "\(w.lock) \(b).", "\(w.fingerprintOn).", "\(w.pinOn)."]
+                .map { "\(l) SPEECH OUTPUT: '\($0)'" }
+            said.append("\(l) SPEECH OUTPUT: 'SessionVault dialog \(l == "en" ? "‘python3.11’ wants to use your login." : "«python3.11» vil bruke innloggingen din.")  \(w.pinSet)'")
+            if !onWayland { said.append("\(l) SPEECH OUTPUT: 'SessionVault'") }
         }
-        checks += ["nb: after a wrong PIN Orca says why ('Det stemte ikke')",
-                   "login: when the choice of login appears, Orca names the dialog and says what it asks",
-                   "login: and the focused first provider ('Use Demo BankID push button')",
-                   "login: Tab, Tab: Orca says the other two, each a push button", "login: Escape cancels it",
-                   "new PIN: Orca says to enter the PIN in use first",
-                   "new PIN: then Orca says what to do and the first field by its label",
-                   "new PIN: Alt+T: Orca says the second field by its label",
-                   "new PIN: two different PINs: Orca says so, with the first field",
-                   "new PIN: typed twice alike, Enter: it is set",
-                   "fingerprint: turned on with one scan",
-                   "nb: fingerprint: when the wait appears, Orca names the dialog and says what to do",
-                   "nb: fingerprint: and the focused way out ('Bruk PIN-kode i stedet trykknapp')",
-                   "nb: fingerprint: a scan ended the wait and the app got its session",
-                   "the PIN is never spoken, whole or a digit at a time"]
-        // The other dialogs and the settings app (issue 22): each said when it appears,
-        // its focused button, Tab through the others, answered by keyboard.
-        for (lang, button, others, key) in [("en", "push button", "'Deny' and 'Only this time'", "alt+o"),
-                                            ("nb", "trykknapp", "'Avslå' and 'Bare denne gangen'", "alt+a")] {
-            checks += ["\(lang): grant: when it appears, Orca names the dialog and says what it asks",
-                       "\(lang): grant: and the focused button", "\(lang): grant: Tab, Tab: Orca says \(others), each a \(button)",
-                       "\(lang): grant: \(key) answered"]
-        }
-        checks += ["en: offer: when it appears, Orca names the dialog and says what it asks ('Turn on fingerprint login?')",
-                   "en: offer: and the focused button ('Turn on push button')",
-                   "en: offer: Tab, Tab: Orca says 'Cancel' and 'Not now', each a push button",
-                   "en: offer: Alt+N answered Not now and the app has its session, at once",
-                   "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')",
-                   "en: message: and its one button, focused ('Close push button')", "en: message: Enter answers it, and the dialog ends",
-                   "nb: confirm: when it appears, Orca names the dialog and says what it asks ('Begynne på nytt?')",
-                   "nb: confirm: and the focused button ('Nei trykknapp')",
-                   "nb: confirm: Tab, Tab: Orca says 'Avbryt' and 'Ja', each a trykknapp",
-                   "nb: confirm: Alt+N answered Nei, nothing deleted",
-                   "nb: settings: Tab on: Orca says the Lock button ('Lås trykknapp')",
-                   "nb: settings: Tab on: Orca says the fingerprint's state, with its heading ('Opplåsing.' 'Fingeravtrykk er slått på')",
-                   "nb: settings: Tab on: Orca says the fingerprint's buttons ('Sett opp på nytt trykknapp' 'Slå av trykknapp')",
-                   "nb: settings: Tab on: Orca says the PIN's state ('PIN-kode er slått på')",
-                   "nb: settings: Tab on: Orca says the PIN's buttons ('Bytt PIN-kode trykknapp' 'Fjern PIN-kode trykknapp')",
-                   "nb: settings: as the window opens, Orca says where the focus is: the Lock button",
-                   "nb: settings: Orca+KP_Enter: Orca names the window ('SessionVault')"]
+        said += ["en SPEECH OUTPUT: 'Allow push button.'", "nb SPEECH OUTPUT: 'Tillat trykknapp.'"]
         let lines = r.out.split(separator: "\n")
         for check in checks {
             XCTAssertTrue(lines.contains { $0.hasPrefix("CHECK ok \(check)") }, "\(check): \(r.out)")
         }
         // What Orca said, word for word, as the log shows it.
-        for said in ["en SPEECH OUTPUT: 'PIN: password text.'", "en SPEECH OUTPUT: 'Cancel push button.'",
-                     "en SPEECH OUTPUT: 'Allow push button.'", "nb SPEECH OUTPUT: 'Tillat trykknapp.'",
-                     "en SPEECH OUTPUT: 'Close push button.'", "nb SPEECH OUTPUT: 'Fingeravtrykk er slått på.'",
-                     "nb SPEECH OUTPUT: 'PIN-kode: passordtekst.'", "nb SPEECH OUTPUT: 'Avbryt trykknapp.'"] {
-            XCTAssertTrue(lines.contains { $0 == said }, "\(said): \(r.out)")
+        for line in said {
+            XCTAssertTrue(lines.contains { $0 == line }, "\(line): \(r.out)")
         }
         XCTAssertFalse(r.out.contains("582946") || r.err.contains("582946"), "orca_speech.py's PIN was printed")
     }
 
     /// Tests/desktop/orca_speech.py with SessionVault's own dialog, on `display` (a new
-    /// virtual X display when nil), after checking for Orca, speech-dispatcher and what
-    /// the script imports (a missing one is `cannotRunHere`: a failure under CI=true).
+    /// virtual X display when nil), after checking for Orca, speech-dispatcher, the
+    /// bokmål locale's sources and what the script imports (a missing one is
+    /// `cannotRunHere`: a failure under CI=true).
     func runOrcaScript(on display: [String: String]?, timeout: Double) throws -> ProcessOutcome {
-        for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy"]
+        for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy",
+                     "/usr/bin/localedef"]
         where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: orca, speech-dispatcher; scripts/setup installs them)")
+            throw cannotRunHere("\(tool) is not installed (Debian: orca, speech-dispatcher, libc-bin; scripts/setup installs them)")
+        }
+        // Orca runs in bokmål from a locale built for the test (localedef), from the locales package's sources.
+        guard FileManager.default.fileExists(atPath: "/usr/share/i18n/locales/nb_NO") else {
+            throw cannotRunHere("/usr/share/i18n/locales/nb_NO is missing (Debian: locales; scripts/setup installs it)")
         }
         let own = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("clients/dialog/sessionvault-pinentry").path
@@ -397,37 +444,18 @@ final class DesktopPromptTests: VaultdTestCase {
                                  timeout: timeout, display: display)
     }
 
-    /// Orca itself with the dialog on GNOME's Wayland: mutter headless (startMutter), the
-    /// dialog GTK on Wayland (no DISPLAY), the keys typed through mutter's RemoteDesktop
-    /// (wayland_keys.py), Orca 43 with no X display at all (orca_speech.py's Wayland
-    /// subset, English): when the PIN dialog appears Orca says its title, who asks and
-    /// what to type, and the focused field ("PIN: password text."); Tab says Cancel and
-    /// OK as push buttons, and Tab again the field; the PIN typed gets the app its
-    /// session, and no digit of it is spoken.
+    /// Orca itself with the dialog and the settings app on GNOME's Wayland: mutter
+    /// headless (startMutter), both GTK on Wayland (no DISPLAY), the keys typed through
+    /// mutter's RemoteDesktop (wayland_keys.py), Orca 43 with no X display at all: every
+    /// check of testOrcaSpeaksTheDialog, in both languages, but Orca+KP_Enter (Orca 43
+    /// hears no key of a GTK 4 window on Wayland, with or without Xwayland: orca_speech.py
+    /// says why).
     func testOrcaSpeaksTheDialogOnGNOMEsCompositor() throws {
         let wayland = try startMutter()
-        let r = try runOrcaScript(on: wayland, timeout: 90)
-        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
-        XCTAssertTrue(r.out.contains("orca: 0 failed"), r.out)
-        XCTAssertFalse(r.out.contains("CHECK FAIL"), r.out)
-        let lines = r.out.split(separator: "\n")
-        for check in ["the accessibility registry answers", "Wayland: mutter's RemoteDesktop takes keys",
-                      "speech-dispatcher runs with its dummy module", "PIN enrolled", "en: Orca started and spoke",
-                      "en: when the dialog appears, Orca names it by its title ('SessionVault dialog')",
-                      "en: and says who asks and what to type ('Enter your PIN:')",
-                      "en: and the focused PIN field by its label ('PIN: password text')",
-                      "en: Tab: Orca says 'Cancel push button'", "en: Tab: Orca says 'OK push button'",
-                      "en: Tab again: back in the PIN field", "en: the PIN typed, Enter: the app got its session",
-                      "the PIN is never spoken, whole or a digit at a time"] {
-            XCTAssertTrue(lines.contains { $0.hasPrefix("CHECK ok \(check)") }, "\(check): \(r.out)")
-        }
-        for said in ["en SPEECH OUTPUT: 'PIN: password text.'", "en SPEECH OUTPUT: 'Cancel push button.'",
-                     "en SPEECH OUTPUT: 'OK push button.'"] {
-            XCTAssertTrue(lines.contains { $0 == said }, "\(said): \(r.out)")
-        }
-        // The subset alone: no bokmål, no X tool.
-        XCTAssertFalse(lines.contains { $0.hasPrefix("nb ") || $0.contains("CHECK ok nb:") }, r.out)
-        XCTAssertFalse(r.out.contains("582946") || r.err.contains("582946"), "orca_speech.py's PIN was printed")
+        let r = try runOrcaScript(on: wayland, timeout: 240)
+        assertOrcaHeardEveryDialog(r, onWayland: true)
+        // No X tool: nothing of Orca's key echo, which only X gives it.
+        XCTAssertFalse(r.out.contains("SPEECH OUTPUT: 'tab '"), r.out)
     }
 
     /// A private Wayland compositor: weston 10's headless backend, its socket

@@ -14,22 +14,22 @@ libao's null driver), and what Orca speaks read from Orca's own speech log (the
 one its regression tests read: one "SPEECH OUTPUT: '...'" line an utterance).
 Orca runs in English, then in Norwegian bokmål (Orca itself in bokmål, so its
 role names are too). A vaultd with the demo providers and the stub fingerprint
-reader, a locked vault, an app asking for its session with prompter "vault":
-what Orca says when the PIN dialog appears, for each Tab, and (bokmål) after a
-wrong PIN; the PIN typed; the app-grant dialog (another app asks; both
-languages); then the choice of login, the offer of fingerprint login after a
-login in the scripted browser, and a new PIN typed twice with the message after
-it (English); Start over's yes/no question, the fingerprint's wait and the
-settings app walked with Tab (bokmål). Nothing is pressed before Orca has said what is
-checked, and each wait for it has a timeout. Prints what Orca said ("<lang>
-SPEECH OUTPUT: '...'", never a PIN nor a digit said alone), one "CHECK <ok|FAIL>
-<what>" line per check, and "orca: N failed"; exits 1 if any failed.
-Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
+reader, a locked vault, an app asking for its session with prompter "vault".
+In each language, every dialog kind: the PIN dialog (what Orca says when it
+appears, for each Tab, in bokmål after a wrong PIN; the PIN typed); the app-grant
+dialog (another app asks); the choice of login; the offer of fingerprint login
+after a login in the scripted browser (on a vault of its own); a new PIN typed
+twice, differently first, and the message after it; Start over's yes/no question;
+the fingerprint's wait; and the settings app walked with Tab. Nothing is pressed
+before Orca has said what is checked, and each wait for it has a timeout. Prints
+what Orca said ("<lang> SPEECH OUTPUT: '...'", never a PIN nor a digit said
+alone), one "CHECK <ok|FAIL> <what>" line per check, and "orca: N failed"; exits
+1 if any failed. Debian's /usr/bin/python3: pyatspi comes from python3-pyatspi.
 On GNOME's Wayland compositor alone (WAYLAND_DISPLAY and no DISPLAY; mutter, with
-REMOTE_DESKTOP_BUS naming the bus of its RemoteDesktop interface) the dialog is
-GTK on Wayland and the keys are typed through mutter (wayland_keys.py), not
-xdotool; a subset runs there: Orca in English, the PIN dialog (appears, Tab
-through it, the PIN typed) and that no digit is spoken.
+REMOTE_DESKTOP_BUS naming the bus of its RemoteDesktop interface) the dialog and
+the settings app are GTK on Wayland and the keys are typed through mutter
+(wayland_keys.py), not xdotool; all of the above runs there too, but for one
+check: Orca+KP_Enter in the settings app (Orca 43 hears no key there, below).
 ORCA_DEBUG=FILE keeps Orca's full debug log in FILE.en and FILE.nb, to find why
 a check failed: it holds every event Orca heard, so read it, do not publish it.
 """
@@ -70,11 +70,21 @@ KEYS = None
 # On Wayland with no X server at all (mutter --no-x11) Orca 43 needs X twice:
 # at start it keeps the X keymap with xkbcomp, to make Insert its Orca key,
 # reading DISPLAY (unset, Orca stops there); and once a GTK 4 window has the
-# focus it listens to keys through libatspi's device, which is X11's (with no
-# display Orca hangs there and says nothing more). A GNOME session has Xwayland
-# for both; here Orca is left without its Orca key and keeps its older key
-# listener (the registry's, which hears no key from a Wayland app): only Orca's
-# own key commands and its echo of keys need them.
+# focus it asks libatspi 2.46 for a key device (Atspi.Device.new): with
+# WAYLAND_DISPLAY set that is the "legacy" one, whose init hands the display
+# XOpenDisplay returned (NULL here) to XkbKeysymToModifiers and crashes (fixed in
+# at-spi2-core 2.61, 5fb34d42); Orca's Python SIGSEGV handler cannot run inside
+# C, so the fault repeats and Orca hangs, silent. Here Orca is left without its
+# Orca key and keeps its older key listener (the registry's). Either way Orca 43
+# hears no key of a GTK 4 window on Wayland: the registry is told of keys only
+# by toolkits that forward them (GTK 2/3's bridge; GTK 4 does not), and mutter
+# 43 hands a Wayland window its keys without Clutter's emission, where GNOME
+# Shell's snooper would see them. With an X display beside mutter, as
+# Xwayland is in a GNOME session, Orca does not hang but still hears nothing:
+# no echo of keys, and Insert+KP_Enter reached the settings app as keys (it
+# pressed the focused button). So no Orca command works in the dialog or the
+# settings app on GNOME's Wayland with Orca 43; what Orca says of focus and
+# events (all the rest) is unchanged.
 LAUNCH_ORCA = r"""
 import logging, os, runpy, sys
 
@@ -103,20 +113,43 @@ sys.exit(orca["main"]())
 SAID = re.compile(r"^SPEECH OUTPUT: '(.*?)'(?: \{.*\})?$")
 
 # What Orca says, by the language it runs in: its own words (role names come from
-# AT-SPI's translations) and the dialog's, which are vaultd's.
+# AT-SPI's translations) and the dialog's and the settings app's, which are vaultd's.
 WORDS = {
     "en": {"dialog": "dialog", "button": "push button", "password": "password text",
            "app": "wants to use your login", "type": "Enter your PIN:", "field": "PIN:",
            "cancel": "Cancel", "ok": "OK",
            "grant": "Allow ‘kalender’ to use your", "allow": "Allow", "grant_others": ("Deny", "Only this time"),
-           "grant_key": "alt+o", "grant_answer": {"token": "AT-orca"}},
+           "grant_key": "alt+o", "grant_answer": {"token": "AT-orca"},
+           "login": "Log in with Demo BankID / Demo Vipps", "provider": "Use Demo BankID",
+           "login_others": ("Cancel", "Use Demo Vipps"),
+           "offer": "Turn on fingerprint login?", "turn_on": "Turn on", "offer_others": ("Cancel", "Not now"),
+           "offer_key": "alt+n", "offer_answer": "Not now",
+           "current_pin": "first enter the PIN you use now", "choose": "Choose a PIN",
+           "again": "Type the same PIN again:", "again_key": "alt+t",
+           "mismatch": "The two PINs were not the same. Let's start again.",
+           "pin_set": "PIN is set up.", "close": "Close",
+           "start_over": "Start over?", "no": "No", "confirm_others": ("Cancel", "Yes"),
+           "touch": "Touch the fingerprint reader", "use_pin": "Use PIN instead",
+           "title_key": "Insert+KP_Enter",
+           "lock": "Lock", "unlock": "Unlock methods", "fingerprint_on": "Fingerprint enabled",
+           "fingerprint_buttons": ("Set up again", "Turn off"), "pin_on": "PIN enabled",
+           "pin_buttons": ("Change PIN", "Remove PIN")},
     "nb": {"dialog": "dialog", "button": "trykknapp", "password": "passordtekst",
            "app": "vil bruke innloggingen din", "type": "Skriv inn PIN-koden:", "field": "PIN-kode:",
            "cancel": "Avbryt", "ok": "OK", "wrong": "Det stemte ikke",
-           "touch": "Berør fingeravtrykkleseren", "use_pin": "Bruk PIN-kode i stedet",
            "grant": "Vil du la «kalender» bruke", "allow": "Tillat", "grant_others": ("Avslå", "Bare denne gangen"),
            "grant_key": "alt+a", "grant_answer": {"error": "app_not_allowed"},
-           "frame": "ramme", "title_key": "Insert+KP_Enter", "unlocked": "Låst opp: appene dine kan åpne øktene dine.",
+           "login": "Logg inn med Demo BankID / Demo Vipps", "provider": "Bruk Demo BankID",
+           "login_others": ("Avbryt", "Bruk Demo Vipps"),
+           "offer": "Slå på innlogging med fingeravtrykk?", "turn_on": "Slå på", "offer_others": ("Avbryt", "Ikke nå"),
+           "offer_key": "alt+i", "offer_answer": "Ikke nå",
+           "current_pin": "skriv først inn PIN-koden du bruker nå", "choose": "Velg en PIN-kode",
+           "again": "Skriv den samme PIN-koden en gang til:", "again_key": "alt+s",
+           "mismatch": "De to PIN-kodene var ikke like. Vi begynner på nytt.",
+           "pin_set": "PIN-kode er satt opp.", "close": "Lukk",
+           "start_over": "Begynne på nytt?", "no": "Nei", "confirm_others": ("Avbryt", "Ja"),
+           "touch": "Berør fingeravtrykkleseren", "use_pin": "Bruk PIN-kode i stedet",
+           "title_key": "Insert+KP_Enter",
            "lock": "Lås", "unlock": "Opplåsing", "fingerprint_on": "Fingeravtrykk er slått på",
            "fingerprint_buttons": ("Sett opp på nytt", "Slå av"), "pin_on": "PIN-kode er slått på",
            "pin_buttons": ("Bytt PIN-kode", "Fjern PIN-kode")},
@@ -243,64 +276,86 @@ def grant(orca, lang, work, socket_path, env):
     orca.speech.rest(0.5)
 
 
-def offer(orca, socket_path, env, fpstub):
-    """The offer of fingerprint login after a login (English), heard with Orca: the
-    stub reader has a finger; a login at Demo BankID in the scripted browser; Orca says
-    the offer and Turn on, Tab says Cancel and Not now; Alt+N answers Not now at once."""
+def offer(orca, lang, work, config, env, fpstub):
+    """The offer of fingerprint login after a first login, heard with Orca, on a vault
+    of its own (vaultd keeps a Not now across restarts: each language's offer is a
+    first one): the stub reader has a finger; a login at Demo BankID in the scripted
+    browser; Orca says the offer and Turn on, Tab says Cancel and Not now; Not now's
+    mnemonic (Alt+N / Alt+I) answers it at once."""
+    w = WORDS[lang]
     for step in (["plug"], ["enroll-finger", "right-index-finger"]):
         subprocess.run(fpstub + step, capture_output=True, env=env)
-    t, result = in_background(socket_path, "aktivitetslogg", "login", provider="bankid")
-    # The login runs in the scripted browser first (as long as 30 s on a loaded machine, as dialog_a11y allows).
-    question(orca, "en", "offer", ["Turn on fingerprint login?"], "Turn on", ("Cancel", "Not now"), timeout=30)
-    key("alt+n")
-    t.join(10)
-    answered = not t.is_alive()
-    t.join(30)
-    check(answered and result.get("result", {}).get("account") is not None,
-          "en: offer: Alt+N answered Not now and the app has its session, at once (%r)" % result.get("error"))
+    here = os.path.join(work, "offer-" + lang)
+    socket_path = os.path.join(here, "vault.sock")
+    with open(os.path.join(work, "vaultd-offer-%s.log" % lang), "w") as log:
+        vaultd = start_vaultd(["--demo"], os.path.join(here, "data"), socket_path, config, env, log)
+        try:
+            t, result = in_background(socket_path, "aktivitetslogg", "login", lang=lang, provider="bankid")
+            # The login runs in the scripted browser first (as long as 30 s on a loaded machine, as dialog_a11y allows).
+            question(orca, lang, "offer", [w["offer"]], w["turn_on"], w["offer_others"], timeout=30)
+            key(w["offer_key"])
+            t.join(10)
+            answered = not t.is_alive()
+            t.join(30)
+            check(answered and result.get("result", {}).get("account") is not None,
+                  "%s: offer: %s answered %r and the app has its session, at once (%r)"
+                  % (lang, w["offer_key"], w["offer_answer"], result.get("error")))
+        finally:
+            vaultd.terminate()
+            vaultd.wait(10)
     orca.speech.rest(0.5)
 
 
-def confirm(orca, socket_path):
-    """A yes/no question (bokmål), heard with Orca: Start over, as the settings app
-    asks it; Orca says the question and Nei (Yes deletes everything, so No has the
-    focus), Tab says the other two; Alt+N is Nei."""
-    t, result = in_background(socket_path, "settings", "reset", lang="nb")
-    question(orca, "nb", "confirm", ["Begynne på nytt?"], "Nei", ("Avbryt", "Ja"))
+def confirm(orca, lang, socket_path):
+    """A yes/no question, heard with Orca: Start over, as the settings app asks it;
+    Orca says the question and No (Yes deletes everything, so No has the focus), Tab
+    says the other two; Alt+N is No (Nei)."""
+    w = WORDS[lang]
+    t, result = in_background(socket_path, "settings", "reset", lang=lang)
+    question(orca, lang, "confirm", [w["start_over"]], w["no"], w["confirm_others"])
     key("alt+n")
     t.join(40)
-    check(result.get("error") == "cancelled", "nb: confirm: Alt+N answered Nei, nothing deleted (%r)" % result.get("error"))
+    check(result.get("error") == "cancelled",
+          "%s: confirm: Alt+N answered %s, nothing deleted (%r)" % (lang, w["no"], result.get("error")))
     orca.speech.rest(0.5)
 
 
 def settings_window(orca, lang, env):
-    """The settings app, heard with Orca: the window is given the keyboard as a
-    window manager gives it (Xvfb has none); Tab after Tab (from wherever GTK put
-    the focus at first: its scroll area, or the first row) says the Lock button,
-    each unlock method's state with its heading and each of its buttons, in order;
-    then Orca+KP_Enter, Orca's "which window is this", names the window."""
+    """The settings app, heard with Orca: the window has the keyboard as a desktop
+    gives it (mutter gives it itself; on X, which has no window manager here, it is
+    given as one would); as it opens Orca says where the focus is; Tab after Tab (from
+    wherever GTK put the focus at first: its scroll area, or the first row) says the
+    Lock button, each unlock method's state with its heading and each of its buttons,
+    in order; then (on X) Orca+KP_Enter, Orca's "which window is this", names the
+    window. Orca 43 with no X display hears no key of a GTK 4 window (LAUNCH_ORCA),
+    so on mutter no Orca command can ask; there Orca says "SessionVault frame." as
+    the window opens only when mutter's activation reaches it after GTK has joined
+    the accessibility bus (GTK 4.8 joins as the window maps, as mutter activates it),
+    most times but not every time: not checked."""
     w = WORDS[lang]
     app = subprocess.Popen(["/usr/bin/python3", SETTINGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        try:
-            subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(app.pid), "windowfocus"],
-                           capture_output=True, timeout=20)
-        except subprocess.TimeoutExpired:
-            pass  # no window: every check below fails
+        if not WAYLAND:
+            try:
+                subprocess.run(["xdotool", "search", "--sync", "--onlyvisible", "--pid", str(app.pid), "windowfocus"],
+                               capture_output=True, timeout=20)
+            except subprocess.TimeoutExpired:
+                pass  # no window: every check below fails
+        lock = w["lock"] + " " + w["button"]
         last = w["pin_buttons"][1] + " " + w["button"]
-        said = orca.speech.until(lambda s: s.startswith(w["unlocked"]), timeout=5)
+        said = orca.speech.until(lambda s: s.startswith(lock), timeout=20)
         # GTK 4.8 gives the first focus before it is on the accessibility bus; the app
         # gives it again once it is, so Orca says where the person is as it opens.
-        check(any(t.startswith(w["lock"] + " " + w["button"]) for t in said),
-              "%s: settings: as the window opens, Orca says where the focus is: the Lock button (%r)" % (lang, said[:3]))
+        check(any(t.startswith(lock) for t in said),
+              "%s: settings: as the window opens, Orca says where the focus is: the Lock button (%r)" % (lang, said[:4]))
         for _ in range(12):
             key("Tab")
-            said += orca.speech.until(lambda s: s.startswith(last) or (" " + w["button"]) in s or s.endswith(" er slått på."),
-                                      timeout=5)
+            said += orca.speech.until(lambda s: s.startswith(last) or (" " + w["button"]) in s
+                                      or s.startswith((w["fingerprint_on"], w["pin_on"])), timeout=5)
             if any(s.startswith(last) for s in said):
                 break
         heard = [t for t in said if t != "tab "]
-        for tag, expected in (("the Lock button", [w["lock"] + " " + w["button"]]),
+        for tag, expected in (("the Lock button", [lock]),
                               ("the fingerprint's state, with its heading", [w["unlock"] + ".", w["fingerprint_on"]]),
                               ("the fingerprint's buttons", [b + " " + w["button"] for b in w["fingerprint_buttons"]]),
                               ("the PIN's state", [w["pin_on"]]),
@@ -310,10 +365,12 @@ def settings_window(orca, lang, env):
             ok = None not in at and at == sorted(at)
             check(ok, "%s: settings: Tab on: Orca says %s (%s)" % (lang, tag, " ".join(repr(e) for e in expected)))
             heard = heard[at[-1] + 1:] if ok else heard
-        key(w["title_key"])
-        said = orca.speech.until(lambda s: s.startswith("SessionVault"), timeout=10)
-        check(any(s.startswith("SessionVault") for s in said),
-              "%s: settings: Orca+KP_Enter: Orca names the window ('SessionVault')" % lang)
+        if not WAYLAND:
+            key(w["title_key"])
+            # Exactly the title: a key Orca did not take would press the focused Remove PIN,
+            # and vaultd's dialog that asks for the PIN is a "SessionVault dialog" too.
+            said = orca.speech.until(lambda s: s == "SessionVault", timeout=10)
+            check("SessionVault" in said, "%s: settings: Orca+KP_Enter: Orca names the window ('SessionVault')" % lang)
     finally:
         app.kill()
         app.wait(10)
@@ -423,65 +480,60 @@ def pin_dialog(orca, lang, socket_path, ctl, env):
     orca.speech.rest()
 
 
-def login_choice(orca, socket_path):
-    """The choice of login, heard with Orca: appears, Tab through it, Escape."""
-    t, result = in_background(socket_path, "aktivitetslogg", "login")
-    said = orca.speech.until(lambda s: s.startswith("Use Demo BankID push button"))
-    check(any("SessionVault dialog" in s and "Log in with Demo BankID / Demo Vipps" in s for s in said),
-          "login: when the choice of login appears, Orca names the dialog and says what it asks")
-    check(any(s.startswith("Use Demo BankID push button") for s in said),
-          "login: and the focused first provider ('Use Demo BankID push button')")
-    heard = set()
-    for _ in range(2):
-        key("Tab")
-        heard.update(s.split(" push button")[0] for s in orca.speech.until(lambda s: "push button" in s, timeout=10)
-                     if "push button" in s)
-    check(heard == {"Cancel", "Use Demo Vipps"}, "login: Tab, Tab: Orca says the other two, each a push button (%r)"
-          % sorted(heard))
+def login_choice(orca, lang, socket_path):
+    """The choice of login, heard with Orca: the first provider focused, Tab to the others, Escape."""
+    w = WORDS[lang]
+    t, result = in_background(socket_path, "aktivitetslogg", "login", lang=lang)
+    question(orca, lang, "login", [w["login"]], w["provider"], w["login_others"])
     key("Escape")
     t.join(40)
-    check(result.get("error") == "cancelled", "login: Escape cancels it (%r)" % result.get("error"))
+    check(result.get("error") == "cancelled", "%s: login: Escape cancels it (%r)" % (lang, result.get("error")))
     orca.speech.rest()
 
 
-def new_pin(orca, socket_path):
+def new_pin(orca, lang, socket_path):
     """A new PIN, heard with Orca: the PIN in use first, then the new one in two fields
-    said by their labels, typed differently (Orca says so), then alike (the same PIN
-    again, which the bokmål part types). The second field joins the accessibility bus
-    only when it is first used: its digits must not be spoken either."""
+    said by their labels, typed differently (Orca says why, with the first field), then
+    alike (the same PIN again, so the next part finds it); then the message that it is
+    set, and its one button. The second field joins the accessibility bus only when it
+    is first used: its digits must not be spoken either."""
+    w = WORDS[lang]
+    field, again = w["field"] + " " + w["password"], w["again"] + " " + w["password"]
     hold = threading.Event()
-    t, result = in_background(socket_path, "settings", "enroll", hold=hold, factor="pin")
-    said = orca.speech.until(lambda s: s.startswith("PIN: password text"))
-    check(any("first enter the PIN you use now" in s for s in said), "new PIN: Orca says to enter the PIN in use first")
+    t, result = in_background(socket_path, "settings", "enroll", lang=lang, hold=hold, factor="pin")
+    said = orca.speech.until(lambda s: s.startswith(field))
+    check(any(w["current_pin"] in s for s in said),
+          "%s: new PIN: Orca says to enter the PIN in use first (%r)" % (lang, w["current_pin"]))
     type_text(PIN)
     key("Return")
-    said = orca.speech.until(lambda s: s.startswith("PIN: password text"))
-    check(any("SessionVault dialog" in s and "Choose a PIN" in s for s in said) and said[-1].startswith("PIN: password text"),
-          "new PIN: then Orca says what to do and the first field by its label")
+    said = orca.speech.until(lambda s: s.startswith(field))
+    check(any(("SessionVault " + w["dialog"]) in s and w["choose"] in s for s in said) and said[-1].startswith(field),
+          "%s: new PIN: then Orca says what to do and the first field by its label (%r)" % (lang, w["choose"]))
     type_text(FIRST)
-    key("alt+t")
-    said = orca.speech.until(lambda s: s.startswith("Type the same PIN again: password text"), timeout=10)
-    check(any(s.startswith("Type the same PIN again: password text") for s in said),
-          "new PIN: Alt+T: Orca says the second field by its label")
+    key(w["again_key"])
+    said = orca.speech.until(lambda s: s.startswith(again), timeout=10)
+    check(any(s.startswith(again) for s in said),
+          "%s: new PIN: %s: Orca says the second field by its label (%r)" % (lang, w["again_key"], again))
     type_text(SECOND)
     key("Return")
-    said = orca.speech.until(lambda s: "not the same" in s, timeout=10)
-    check(any("not the same" in s for s in said), "new PIN: two different PINs: Orca says so, with the first field (%r)"
-          % [s for s in said if "not the same" in s])
+    said = orca.speech.until(lambda s: s == w["mismatch"], timeout=10)
+    check(said[-2:] == [field + ".", w["mismatch"]],
+          "%s: new PIN: two different PINs: Orca says the first field and why (%r)" % (lang, said[-2:]))
     type_text(PIN)
-    key("alt+t")
-    orca.speech.until(lambda s: s.startswith("Type the same PIN again: password text"), timeout=10)
+    key(w["again_key"])
+    orca.speech.until(lambda s: s.startswith(again), timeout=10)
     type_text(PIN)
     key("Return")
-    # A message follows while the app stays connected: "PIN is set up.", one button.
-    said = orca.speech.until(lambda s: s.startswith("Close push button"), timeout=15)
-    check(result.get("result", {}).get("state") == "enabled", "new PIN: typed twice alike, Enter: it is set (%r)"
-          % result.get("error"))
-    check(any("SessionVault dialog" in s and "PIN is set up." in s for s in said),
-          "en: message: when it appears, Orca names the dialog and says it ('PIN is set up.')")
-    check(any(s.startswith("Close push button") for s in said), "en: message: and its one button, focused ('Close push button')")
+    # A message follows while the app stays connected ("PIN is set up."), one button.
+    close = w["close"] + " " + w["button"]
+    said = orca.speech.until(lambda s: s.startswith(close), timeout=15)
+    check(result.get("result", {}).get("state") == "enabled",
+          "%s: new PIN: typed twice alike, Enter: it is set (%r)" % (lang, result.get("error")))
+    check(any(("SessionVault " + w["dialog"]) in s and w["pin_set"] in s for s in said),
+          "%s: message: when it appears, Orca names the dialog and says it (%r)" % (lang, w["pin_set"]))
+    check(any(s.startswith(close) for s in said), "%s: message: and its one button, focused (%r)" % (lang, close))
     key("Return")
-    check(wait_until(lambda: not dialog_running(), timeout=10), "en: message: Enter answers it, and the dialog ends")
+    check(wait_until(lambda: not dialog_running(), timeout=10), "%s: message: Enter answers it, and the dialog ends" % lang)
     hold.set()
     t.join(40)
     orca.speech.rest()
@@ -493,7 +545,7 @@ def fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env):
     for step in (["plug"], ["enroll-finger", "right-index-finger"], ["next", "match", "right-index-finger"]):
         subprocess.run(fpstub + step, capture_output=True, env=env)
     r = subprocess.run(ctl + ["enroll", "fingerprint"], capture_output=True, text=True, env=env)
-    check(r.returncode == 0, "fingerprint: turned on with one scan (%s)" % r.stderr.strip())
+    check(r.returncode == 0, "%s: fingerprint: turned on with one scan (%s)" % (lang, r.stderr.strip()))
     subprocess.run(ctl + ["lock"], capture_output=True, env=env)
     t, result = in_background(socket_path, "aktivitetslogg", "session", lang=lang, account="kari")
     said = orca.speech.until(lambda s: s.startswith(w["use_pin"] + " " + w["button"]))
@@ -534,7 +586,7 @@ def main():
         KEYS = wayland_keys.connect()
         check(KEYS is not None, "Wayland: mutter's RemoteDesktop takes keys")
     spd = start_speech_dispatcher(env, run)
-    locpath = None if WAYLAND else norwegian_locale(work)
+    locpath = norwegian_locale(work)
 
     socket_path = os.path.join(work, "vault", "vault.sock")
     config = os.path.join(work, "config.toml")
@@ -545,9 +597,8 @@ def main():
     vaultd_log = open(os.path.join(work, "vaultd.log"), "w+")
     # The demo providers (Demo BankID, Demo Vipps) for the choice of login; no browser is opened.
     # Its login page opened by the scripted browser, as Per (Kari's session is the one imported).
-    vaultd = start_vaultd(["--demo"], os.path.join(work, "data"), socket_path, config,
-                          dict(env, PATH=demo_browser_path(work) + ":" + env.get("PATH", "/usr/bin:/bin"), TEST_USER="per"),
-                          vaultd_log)
+    vaultd_env = dict(env, PATH=demo_browser_path(work) + ":" + env.get("PATH", "/usr/bin:/bin"), TEST_USER="per")
+    vaultd = start_vaultd(["--demo"], os.path.join(work, "data"), socket_path, config, vaultd_env, vaultd_log)
     fpstub = [os.environ["VAULT_FPSTUB"], "--state", stub_state]
     orca = None
     try:
@@ -555,26 +606,26 @@ def main():
         env["SESSIONVAULT_SOCKET"] = socket_path
         enroll_pin_and_import(socket_path, env, "orca", pin=PIN, checked=check)
         spoken = []
-        for lang, locale in (("en", "C.UTF-8"),) if WAYLAND else (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
-            orca = Orca(work, dict(env, LANG=locale, **({"LOCPATH": locpath} if locpath else {})), lang)
+        for lang, locale in (("en", "C.UTF-8"), ("nb", "nb_NO.UTF-8")):
+            orca = Orca(work, dict(env, LANG=locale, LOCPATH=locpath), lang)
             # Orca's first words are that it is on; from then on it listens.
             said = orca.speech.until(lambda s: True, timeout=30)
             check(bool(said), "%s: Orca started and spoke (%r)" % (lang, said))
             if not said:
                 print(orca.why(), flush=True)
+            # Every dialog kind and the settings app, in each language, on X and on mutter alike.
             pin_dialog(orca, lang, socket_path, ctl, env)
-            if WAYLAND:
-                pass  # the subset: the PIN dialog alone
-            elif lang == "en":
-                grant(orca, lang, work, socket_path, env)
-                login_choice(orca, socket_path)
-                offer(orca, socket_path, env, fpstub)
-                new_pin(orca, socket_path)
-            else:
-                grant(orca, lang, work, socket_path, env)
-                confirm(orca, socket_path)
-                fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
-                settings_window(orca, lang, dict(env, LANG=locale, LOCPATH=locpath))
+            grant(orca, lang, work, socket_path, env)
+            login_choice(orca, lang, socket_path)
+            offer(orca, lang, work, config, vaultd_env, fpstub)
+            new_pin(orca, lang, socket_path)
+            confirm(orca, lang, socket_path)
+            fingerprint_wait(orca, lang, socket_path, ctl, fpstub, env)
+            settings_window(orca, lang, dict(env, LANG=locale, LOCPATH=locpath))
+            if lang == "en":
+                # The next language's PIN dialog is the PIN's, not the fingerprint's wait.
+                r = subprocess.run(ctl + ["disable", "--yes", "fingerprint"], capture_output=True, text=True, env=env)
+                check(r.returncode == 0, "fingerprint: turned off again (%s)" % r.stderr.strip())
             orca.stop()
             spoken += orca.speech.lines()
             orca = None
