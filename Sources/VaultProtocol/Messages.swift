@@ -659,9 +659,10 @@ extension Messages {
             en: "You closed the login window for \(en) twice, so it was not opened again. If you want to log in, open the app again in two minutes.",
             nb: "Du lukket innloggingsvinduet for \(nb) to ganger, så det ble ikke åpnet igjen. Vil du logge inn, åpne appen igjen om to minutter.")
     }
-    /// An app's name in quotes, in each language, mid-sentence (“this app” when unknown).
+    /// An app's name as dialogs show it (`appLabel`), or “this app” when unknown.
     static func quotedApp(_ app: String?) -> (en: String, nb: String) {
-        (app.map { "‘\(shown($0))’" } ?? "this app", app.map { "«\(shown($0))»" } ?? "denne appen")
+        let label = app.map(appLabel) ?? LocalizedText(en: "this app", nb: "denne appen")
+        return (label.en, label.nb)
     }
     /// The question of the grant dialog. `app` is already labelled (`appLabel`).
     public static func allowAppQuestion(_ app: LocalizedText, provider: String) -> LocalizedText {
