@@ -54,6 +54,17 @@ public struct Requester: Sendable, Equatable {
     /// no secret asked through it.
     public var isConfined: Bool { trust == .sandboxed || trust == .unidentified }
 
+    /// What a confined peer's counts are kept under (closed dialogs, locks,
+    /// writes): its app, and one key for every unidentified peer, so a new
+    /// process each time does not start afresh. Nil: not confined, never counted.
+    var confinedKey: String? {
+        switch trust {
+        case .vaultd, .unconfined: nil
+        case .unidentified: "unidentified"
+        case .sandboxed: app?.key ?? "unidentified"
+        }
+    }
+
     /// The same peer with its executable read now (an entry written later,
     /// on a task or when a count's minute ends, still names it).
     public var withExecutableRead: Requester {

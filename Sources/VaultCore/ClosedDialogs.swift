@@ -25,17 +25,6 @@ struct ClosedDialogs {
     /// Recent closes per app, oldest first, at most `closesAllowed`.
     private var closes: [String: [Double]] = [:]
 
-    /// The key a requester's closes are counted under; nil when it is never
-    /// held back (vaultd itself, the person's unconfined tools). Unidentified
-    /// peers share one: a new process each time must not start afresh.
-    static func key(for requester: Requester) -> String? {
-        switch requester.trust {
-        case .vaultd, .unconfined: nil
-        case .unidentified: "unidentified"
-        case .sandboxed: requester.app?.key ?? "unidentified"
-        }
-    }
-
     /// Seconds `app` must wait before it may raise the unlock dialog again,
     /// or nil: it may.
     func wait(_ app: String, now: Double) -> Int? {

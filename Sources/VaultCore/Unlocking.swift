@@ -79,7 +79,7 @@ extension Vault {
     /// never held back).
     func admitDialog(_ conversation: any ClientConversation, event: String,
                      _ sentence: (String?) -> LocalizedText) throws(VaultFailure) -> String? {
-        guard let key = ClosedDialogs.key(for: conversation.requester) else { return nil }
+        guard let key = conversation.requester.confinedKey else { return nil }
         if let wait = closedDialogs.wait(key, now: now()) {
             audit.record(event, outcome: "closed_recently", requester: conversation.requester)
             throw VaultFailure(.rateLimited, message: sentence(conversation.requester.app?.shortName),

@@ -27,6 +27,9 @@ public actor Vault {
     /// Durable changes a confined app asks for (`import`, `context`), per app:
     /// each is a commit, so an app in a loop is slowed down (`admitConfinedWrite`).
     var confinedWrites = LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60)
+    /// The open vault locked by a confined app, per app: once in `confinedLockWindow` (`lock(askedBy:)`).
+    var confinedLocks = LoginRateLimiter(limit: 1, window: Vault.confinedLockWindow)
+    static let confinedLockWindow: Double = 600
     /// One refresh per session at a time; everyone else awaits the same task (Refresh.swift).
     nonisolated let refreshes = RefreshRegistry()
     /// The session records, sealed and opened, and the rotations the store
@@ -163,6 +166,23 @@ public actor Vault {
             audit.record("lock", outcome: "ok", detail: ["reason": .string(reason)], requester: requester)
             events.emit(.locked(reason: reason))
         }
+    }
+
+    /// `lock` asked by a client. Every lock of an open vault costs the person
+    /// an unlock, so a confined app (sandboxed, unidentified) that locks it
+    /// again and again would have them unlock all day, each dialog raised by
+    /// the apps they use (prompt fatigue by another door, out of reach of
+    /// `ClosedDialogs`): such an app locks an open vault once in ten minutes,
+    /// and hears `rate_limited` with the wait until then. Locking a locked
+    /// vault costs nothing and is not counted; the person's own tools (the
+    /// settings app, vaultctl) always lock.
+    public func lock(askedBy requester: Requester) throws(VaultFailure) {
+        if table.anythingOpen, let key = requester.confinedKey, let wait = confinedLocks.admit(key, now: now()) {
+            audit.record("lock", outcome: "rate_limited", requester: requester)
+            throw VaultFailure(.rateLimited, message: Messages.lockedRecently(requester.app?.shortName),
+                               extra: ["retry_after": .int(Int64(wait))])
+        }
+        lock(reason: "request", requester: requester)
     }
 
     /// The desktop's lock (screen lock, sleep, logout). Like the idle lock,
@@ -328,7 +348,7 @@ public actor Vault {
     /// A confined app's durable changes are limited in rate, new or not
     /// (ImportCheck.confinedWritesPerMinute); others are not.
     func admitConfinedWrite(_ event: String, account: String, _ requester: Requester) throws(VaultFailure) {
-        guard requester.isConfined, let wait = confinedWrites.admit(requester.app?.key ?? "unidentified", now: now()) else { return }
+        guard let key = requester.confinedKey, let wait = confinedWrites.admit(key, now: now()) else { return }
         audit.record(event, outcome: "rate_limited", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
         throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
     }

@@ -651,6 +651,14 @@ extension Messages {
             en: "You closed the unlock window for \(en) twice, so it was not opened again. To unlock now, choose Unlock in SessionVault's settings (in your apps menu), or open the app again in two minutes.",
             nb: "Du lukket opplåsingsvinduet for \(nb) to ganger, så det ble ikke åpnet igjen. Vil du låse opp nå, velg Lås opp i SessionVaults innstillinger (i appmenyen), eller åpne appen igjen om to minutter.")
     }
+    /// A sandboxed app asked to lock the vault again within ten minutes of
+    /// its last lock: the vault stays open (Vault.lock(askedBy:)).
+    public static func lockedRecently(_ app: String?) -> LocalizedText {
+        let (en, nb) = quotedApp(app)
+        return LocalizedText(
+            en: "SessionVault was locked by \(en) less than ten minutes ago, so it was not locked again now. To lock it yourself, choose Lock in SessionVault's settings (in your apps menu).",
+            nb: "SessionVault ble låst av \(nb) for mindre enn ti minutter siden, så den ble ikke låst igjen nå. Vil du låse den selv, velg Lås i SessionVaults innstillinger (i appmenyen).")
+    }
     /// The same for the login: a sandboxed app asked for a login again right
     /// after the person closed its login window twice.
     public static func loginClosedRecently(_ app: String?) -> LocalizedText {

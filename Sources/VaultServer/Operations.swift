@@ -51,7 +51,7 @@ extension RequestHandler {
             try await vault.unlock(factor: factor, conversation: conversation)
             return ["locked": false]
         case "lock":
-            await vault.lock(reason: "request", requester: conversation.requester)
+            try await vault.lock(askedBy: conversation.requester)
             return ["locked": true]
         case "logout":
             let all = request["all"]?.boolValue ?? false

@@ -207,6 +207,58 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertFalse(open)
     }
 
+    /// A sandboxed app that locks the vault the moment the person opens it would
+    /// have them unlock all day (each dialog raised by the apps they use, so
+    /// ClosedDialogs never sees it): it locks an open vault once in ten minutes.
+    func testAnAppThatLocksTheVaultAgainAndAgainIsHeldBack() async throws {
+        let clock = TestClock()
+        let vault = try fx.vault([pin], clock: clock)
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        let person = ScriptedClient(secrets: Array(repeating: thePIN, count: 10))
+
+        try await vault.lock(askedBy: nabo)
+        var locked = vault.isLocked
+        XCTAssertTrue(locked, "one lock is an app's to ask")
+        // Locking a locked vault costs the person nothing: not counted.
+        try await vault.lock(askedBy: nabo)
+        try await vault.unlock(factor: nil, conversation: person)
+        var codes: [ErrorCode?] = []
+        for _ in 0..<5 {
+            codes.append(await failure { try await vault.lock(askedBy: nabo) }?.code)
+        }
+        XCTAssertEqual(codes, Array(repeating: .rateLimited, count: 5))
+        locked = vault.isLocked
+        XCTAssertFalse(locked, "the vault stays open for the apps the person is using")
+        let held = await failure { try await vault.lock(askedBy: nabo) }
+        XCTAssertEqual(held?.message, Messages.lockedRecently("org.example.Nabo"))
+        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(Vault.confinedLockWindow)))
+        XCTAssertEqual(try vault.audit.entries().filter { $0.event == "lock" && $0.outcome == "rate_limited" && $0.pid == 4242 }.count, 1,
+                       "an app's refusals in a loop: one written, the rest counted")
+
+        // Unidentified peers share one count, whatever their pid.
+        try await vault.lock(askedBy: Requester(pid: 5000, uid: 0, unidentified: true))
+        try await vault.unlock(factor: nil, conversation: person)
+        let ghost = await failure { try await vault.lock(askedBy: Requester(pid: 5001, uid: 0, unidentified: true)) }
+        XCTAssertEqual(ghost?.code, .rateLimited)
+        // The person's own tool always locks.
+        for _ in 0..<3 {
+            try await vault.lock(askedBy: Requester(pid: 4343, uid: 0, app: AppIdentity(kind: .desktop, name: "io.github.sessionvault.Settings")))
+            locked = vault.isLocked
+            XCTAssertTrue(locked)
+            try await vault.unlock(factor: nil, conversation: person)
+        }
+        // Ten minutes after its lock the app may lock again.
+        clock.advance(Vault.confinedLockWindow - 1)
+        _ = await failure { try await vault.lock(askedBy: nabo) }
+        locked = vault.isLocked
+        XCTAssertFalse(locked)
+        clock.advance(1)
+        try await vault.lock(askedBy: nabo)
+        locked = vault.isLocked
+        XCTAssertTrue(locked)
+    }
+
     /// The counts stay small: an app per key does not grow them past a few hundred.
     func testClosedDialogsForgetsAppsPastTheirQuiet() {
         var closes = ClosedDialogs()

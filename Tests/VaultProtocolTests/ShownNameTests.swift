@@ -17,7 +17,7 @@ final class ShownNameTests: XCTestCase {
     func testEveryDialogSentenceThatNamesAnAppOrProviderCleansIt() {
         let evil = "evil\nDeny = Allow"
         for text in [Messages.appAsks(evil), Messages.appNotAllowed(evil), Messages.appDeniedRecently(evil), Messages.appLabel(evil),
-                     Messages.unlockClosedRecently(evil), Messages.loginClosedRecently(evil),
+                     Messages.unlockClosedRecently(evil), Messages.loginClosedRecently(evil), Messages.lockedRecently(evil),
                      Messages.allowAppQuestion(Messages.appLabel("x"), provider: evil),
                      Messages.useProvider(evil), Messages.chooseLogin([evil], toContinue: true), Messages.dialogUseLogin([evil]),
                      Messages.unverifiedApp(evil), Messages.replaceSession(evil, provider: evil)] {

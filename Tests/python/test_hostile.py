@@ -532,6 +532,32 @@ class TestUnlockDialogFatigue(HostileNeighbourTestCase):
         self.assertIs(self.client().status()["locked"], True)
 
 
+class TestLockInALoop(HostileNeighbourTestCase):
+    """Prompt fatigue by another door: a sandboxed app that locks the vault the
+    moment the person opens it has them unlock again and again, each dialog
+    raised by the apps they use. Such an app locks an open vault once in ten
+    minutes; the person's own tools always lock."""
+
+    def test_an_app_locking_the_open_vault_in_a_loop_locks_it_once(self):
+        self.enroll_pin()
+        results = []
+        for _ in range(4):
+            said = self.converse(ATTACKER, [hello(), {"op": "lock"}])
+            results.append(said["results"][1])
+            # The person opens it again at once, as they would to use their apps.
+            self.assertEqual(self.client(interactive=True, on_prompt=Prompter(PIN)).unlock("pin"), {"locked": False})
+        codes = [outcome(frame) for frame in results]
+        self.assertEqual(codes, [("ok", {"locked": True})] + [("error", "rate_limited")] * 3, results)
+        held = results[-1]["error"]
+        self.assertGreater(held.get("retry_after", 0), 500, held)
+        self.assertIn("was not locked again", held.get("message", ""), held)
+        self.assertIs(self.client().status()["locked"], False, "the vault stays open for the apps in use")
+        # The person's own tool (unsandboxed) locks it whenever asked.
+        r = self.run_vaultctl("lock")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIs(self.client().status()["locked"], True)
+
+
 class TestPeerThatExits(HostileNeighbourTestCase):
     """An identity vaultd cannot read is trusted least: a sandboxed app whose
     forked child connected and exited sees no account and gets no admin op."""
