@@ -57,7 +57,7 @@ public struct Requester: Sendable, Equatable {
     /// What a confined peer's counts are kept under (closed dialogs, locks,
     /// writes): its app, and one key for every unidentified peer, so a new
     /// process each time does not start afresh. Nil: not confined, never counted.
-    var confinedKey: String? {
+    public var confinedKey: String? {
         switch trust {
         case .vaultd, .unconfined: nil
         case .unidentified: "unidentified"

@@ -263,6 +263,14 @@ public enum Messages {
             nb: "vaultd har allerede \(limit) forbindelser åpne, som er grensen. Lukk programmer du ikke bruker, eller prøv igjen om litt.")
     }
 
+    /// One sandboxed app holds as many connections as one app may (ConnectionLimits.maxPerConfinedApp).
+    public static func tooManyConnectionsForApp(_ app: String?, limit: Int) -> LocalizedText {
+        let (en, nb) = quotedApp(app)
+        return LocalizedText(
+            en: "SessionVault already has \(limit) connections open for \(en), as many as one app may have. Close the app and open it again.",
+            nb: "SessionVault har allerede \(limit) forbindelser åpne for \(nb), så mange som én app kan ha. Lukk appen og åpne den igjen.")
+    }
+
     public static func tooManyRequestsInFlight(limit: Int) -> LocalizedText {
         LocalizedText(
             en: "This connection already has \(limit) requests waiting for answers, its limit. Wait for some answers before sending more.",

@@ -16,7 +16,8 @@ import Glibc
 /// `RequestHandler`'s business; this file is the only transport.
 ///
 /// The limits, each enforced here once:
-/// - the connection cap (`ConnectionLimits.maxConnections`): one `rate_limited`, then closed;
+/// - the connection cap (`ConnectionLimits.maxConnections`), and a confined
+///   app's share of it (`maxPerConfinedApp`): one `rate_limited`, then closed;
 /// - another uid: one `forbidden`, then closed, nothing read;
 /// - a line over `Wire.maxLineBytes`: one `bad_request`, then closed (LineSplitter);
 /// - idle: closed after `idleTimeout` with no complete line and nothing in flight
@@ -66,8 +67,18 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
         defer { context.fireChannelActive() }
-        guard !overCapAtAccept, connections.add(channel, limit: limits.maxConnections) else {
+        let admission = overCapAtAccept ? .full : connections.add(channel, limit: limits.maxConnections, app: peer?.confinedKey,
+                                                                  perAppLimit: limits.maxPerConfinedApp)
+        switch admission {
+        case .added:
+            break
+        case .full:
             ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(.tooManyConnections(limit: limits.maxConnections)))
+            return
+        case .appFull:
+            let failure = VaultFailure(.rateLimited, message: Messages.tooManyConnectionsForApp(peer?.app?.shortName, limit: limits.maxPerConfinedApp),
+                                       extra: ["retry_after": .int(1)])
+            ChannelLink(channel: channel).sendAndClose(RequestHandler.refusal(failure))
             return
         }
         guard let peer, peer.uid == ownUID else {
@@ -343,20 +354,44 @@ struct ChannelLink: ClientLink {
 /// shutdown (which cancels their open questions) instead of leaving tasks
 /// waiting on a dying loop.
 final class ConnectionSet: Sendable {
-    private let channels = Locked<[ObjectIdentifier: any Channel]>([:])
+    private struct Open {
+        var channels: [ObjectIdentifier: (channel: any Channel, app: String?)] = [:]
+        /// Connections per confined app (`Requester.confinedKey`).
+        var perApp: [String: Int] = [:]
+    }
+    private let open = Locked(Open())
 
-    /// Adds `c` unless `limit` connections are already open; false means refused.
-    func add(_ c: any Channel, limit: Int) -> Bool {
-        channels.withLock { open in
-            guard open.count < limit else { return false }
-            open[ObjectIdentifier(c)] = c
-            return true
+    enum Admission: Equatable {
+        case added
+        /// `limit` connections are open.
+        case full
+        /// Its confined app holds `perAppLimit` of them.
+        case appFull
+    }
+
+    /// Adds `c` unless `limit` connections are open, or `app` (a confined
+    /// app's key; nil: not counted per app) holds `perAppLimit` of them.
+    func add(_ c: any Channel, limit: Int, app: String? = nil, perAppLimit: Int = .max) -> Admission {
+        open.withLock { o in
+            guard o.channels.count < limit else { return .full }
+            if let app {
+                guard o.perApp[app, default: 0] < perAppLimit else { return .appFull }
+                o.perApp[app, default: 0] += 1
+            }
+            o.channels[ObjectIdentifier(c)] = (c, app)
+            return .added
         }
     }
-    func remove(_ c: any Channel) { _ = channels.withLock { $0.removeValue(forKey: ObjectIdentifier(c)) } }
-    var count: Int { channels.withLock { $0.count } }
+    func remove(_ c: any Channel) {
+        open.withLock { o in
+            guard let app = o.channels.removeValue(forKey: ObjectIdentifier(c))?.app else { return }
+            if let n = o.perApp[app], n > 1 { o.perApp[app] = n - 1 } else { o.perApp[app] = nil }
+        }
+    }
+    var count: Int { open.withLock { $0.channels.count } }
+    func count(of app: String) -> Int { open.withLock { $0.perApp[app, default: 0] } }
     func closeAll() {
-        for c in channels.withLock({ Array($0.values) }) { c.close(promise: nil) }
+        for c in open.withLock({ $0.channels.values.map(\.channel) }) { c.close(promise: nil) }
     }
 }
 

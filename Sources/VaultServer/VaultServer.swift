@@ -39,6 +39,11 @@ public struct ConnectionLimits: Sendable {
     public var idleTimeout: Int
     /// Connections open at once; the next one gets `rate_limited` and is closed.
     public var maxConnections: Int
+    /// Connections one confined app (a Flatpak or Snap app; every unidentified
+    /// peer counted as one) may hold of them: a quarter of the cap, at most
+    /// 32, so one sandboxed app holding `watch` connections open cannot shut
+    /// every other app, and the person's settings and vaultctl, out of the vault.
+    public var maxPerConfinedApp: Int { min(Self.defaultMaxPerConfinedApp, max(1, maxConnections / 4)) }
     /// Requests one connection may have waiting for answers; the next gets `rate_limited`.
     public var maxInFlight: Int
     /// Answers written but not yet read by the client: past this, vaultd stops
@@ -47,6 +52,7 @@ public struct ConnectionLimits: Sendable {
 
     public static let defaultIdleTimeout = 300
     public static let defaultMaxConnections = 512
+    public static let defaultMaxPerConfinedApp = 32
     public static let defaultMaxInFlight = 32
     public static let defaultMaxUnsentBytes = 1 << 20
 

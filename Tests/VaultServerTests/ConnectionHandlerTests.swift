@@ -143,6 +143,49 @@ final class ConnectionHandlerTests: XCTestCase {
         XCTAssertEqual(third.written.lines, [])
     }
 
+    /// One sandboxed app holding connections open (`watch` keeps them open for
+    /// good) would shut every other app, and the person's own tools, out: a
+    /// confined app holds at most a quarter of the cap, every unidentified peer
+    /// counted as one app; the person's unconfined tools are not counted per app.
+    func testOneSandboxedAppHoldsAtMostAQuarterOfTheConnections() throws {
+        let open = ConnectionSet()
+        let limits = ConnectionLimits(maxConnections: 8)
+        XCTAssertEqual(limits.maxPerConfinedApp, 2)
+        XCTAssertEqual(ConnectionLimits().maxPerConfinedApp, 32, "512 connections: 32 an app")
+        let nabo = Requester(pid: getpid(), uid: me, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        let held = try (0..<2).map { _ in try connect(connections: open, maxConnections: 8, peer: nabo) }
+        for c in held {
+            try c.send(#"{"id":1,"op":"watch"}"# + "\n")
+            XCTAssertTrue(c.isOpen)
+        }
+        let third = try connect(connections: open, maxConnections: 8, peer: nabo)
+        XCTAssertEqual(third.written.lines.map { $0["error"]?["code"] }, ["rate_limited"])
+        XCTAssertEqual(third.written.lines.first?["error"]?["message"],
+                       .string(Messages.tooManyConnectionsForApp("org.example.Nabo", limit: 2).en))
+        XCTAssertFalse(third.isOpen)
+        XCTAssertEqual(open.count(of: "flatpak:org.example.Nabo"), 2, "the refused one holds no place")
+
+        // Unidentified peers share one count, whatever their pid.
+        let ghosts = try (Int32(5000)..<5003).map { pid in
+            try connect(connections: open, maxConnections: 8, peer: Requester(pid: pid, uid: me, unidentified: true))
+        }
+        XCTAssertEqual(ghosts.map(\.isOpen), [true, true, false])
+        // Another sandboxed app, and the person's own tools, still get in.
+        let other = try connect(connections: open, maxConnections: 8,
+                                peer: Requester(pid: getpid(), uid: me, app: AppIdentity(kind: .flatpak, name: "org.example.Annen")))
+        XCTAssertTrue(other.isOpen)
+        let person = try (0..<3).map { _ in try connect(connections: open, maxConnections: 8, peer: ownPeer) }
+        XCTAssertEqual(person.map(\.isOpen), [true, true, true])
+        XCTAssertEqual(open.count, 8)
+
+        // One of the app's closed: it may open one again.
+        try held[0].channel.close().wait()
+        XCTAssertEqual(open.count(of: "flatpak:org.example.Nabo"), 1)
+        let again = try connect(connections: open, maxConnections: 8, peer: nabo)
+        XCTAssertTrue(again.isOpen)
+        XCTAssertEqual(again.written.lines, [])
+    }
+
     /// The server reads no peer for a connection accepted while the cap is full
     /// (VaultServer's child initializer): it is refused as over the cap even
     /// when a place has come free by the time it is active.

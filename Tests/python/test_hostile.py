@@ -94,6 +94,37 @@ except OSError as e:
 print(json.dumps(out))
 """
 
+# A sandboxed app that opens argv[2] connections and holds each open with
+# `watch`; prints what each was answered (the watch's result, or the refusal
+# vaultd sends unasked as it closes one, read before anything is sent: a line
+# sent to a closed connection resets it), then keeps them all until its stdin closes.
+HOLDER = r"""
+import json, select, socket, sys
+path, n = sys.argv[1], int(sys.argv[2])
+held, said = [], []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(20)
+    try:
+        s.connect(path)
+        if select.select([s], [], [], 0.3)[0]:
+            said.append(json.loads(s.recv(65536).split(b"\n")[0]))
+            continue
+        s.sendall(b'{"id":1,"op":"hello","version":1,"client":"holder"}\n{"id":2,"op":"watch"}\n')
+        buf = b""
+        while buf.count(b"\n") < 2:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        said.append(json.loads([line for line in buf.split(b"\n") if line][-1]))
+    except (OSError, ValueError) as e:
+        said.append({"failed": str(e)})
+    held.append(s)
+print(json.dumps(said), flush=True)
+sys.stdin.read()
+"""
+
 # A sandboxed app whose process forks: the child connects and exits at once
 # (before any byte is sent), the parent waits for it, then speaks on the
 # inherited socket. argv[2]: the requests of each try; argv[3]: how many tries.
@@ -556,6 +587,30 @@ class TestLockInALoop(HostileNeighbourTestCase):
         r = self.run_vaultctl("lock")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIs(self.client().status()["locked"], True)
+
+
+class TestConnectionsHeldOpen(HostileNeighbourTestCase):
+    """A sandboxed app that holds connections open (`watch` keeps them for good)
+    would shut every other app, and the person's settings and vaultctl, out of
+    the vault until it exits: it holds at most a quarter of the cap."""
+
+    CONFIG = "max_connections = 40\n" + HostileNeighbourTestCase.CONFIG
+
+    def test_one_app_holding_connections_open_shuts_no_one_else_out(self):
+        holder = subprocess.Popen(self.sandbox(ATTACKER, "/usr/bin/python3", "-c", HOLDER, self.vaultd.socket, "40"),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=SANDBOX_ENV)
+        self.addCleanup(holder.wait, 20)
+        self.addCleanup(holder.stdin.close)
+        said = json.loads(holder.stdout.readline())
+        watching = [f for f in said if f.get("result", {}).get("watching") is True]
+        refused = [f for f in said if (f.get("error") or {}).get("code") == "rate_limited"]
+        self.assertEqual((len(watching), len(refused)), (10, 30), said[:12])
+        self.assertIn("as many as one app may have", refused[0]["error"]["message"], refused[0])
+        # The person's own tool and another app still get in while it holds them.
+        r = self.run_vaultctl("status")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        result, said = self.attack(OWNER, {"op": "status"})
+        self.assertEqual(result[0], "ok", said)
 
 
 class TestPeerThatExits(HostileNeighbourTestCase):
