@@ -32,6 +32,8 @@ final class RefreshRegistry: Sendable {
     private struct State {
         var running: [String: (serial: UInt64, task: Running)] = [:]
         var serial: UInt64 = 0
+        /// When each session's last refresh started (`refreshedWithin`).
+        var started: [String: Double] = [:]
         /// Shutdown has begun: no new refresh starts (one started now could be
         /// cut off after the provider rotated the token).
         var stopping = false
@@ -51,7 +53,7 @@ final class RefreshRegistry: Sendable {
     /// only after its outcome is in the table, so a request decided before a
     /// refresh ended either joins it or sees the new record: the old refresh
     /// token is never sent twice.
-    func join(_ id: String, current: () -> Bool, start: (UInt64) -> Running) -> Joined {
+    func join(_ id: String, at now: Double, current: () -> Bool, start: (UInt64) -> Running) -> Joined {
         state.withLock { s in
             if let running = s.running[id] { return .running(running.task) }
             if s.stopping { return .stopping }
@@ -59,8 +61,19 @@ final class RefreshRegistry: Sendable {
             s.serial += 1
             let task = start(s.serial)
             s.running[id] = (s.serial, task)
+            // Sessions come and go with logins: past a few hundred, those not refreshed lately go.
+            if s.started.count > Self.startsKept { s.started = s.started.filter { now - $0.value < 3_600 } }
+            s.started[id] = now
             return .running(task)
         }
+    }
+
+    static let startsKept = 256
+
+    /// Whether a refresh of `id` started less than `seconds` ago and has
+    /// ended (one running now is joined, so its token is what the asker gets).
+    func refreshedWithin(_ seconds: Double, id: String, now: Double) -> Bool {
+        state.withLock { s in s.running[id] == nil && s.started[id].map { now - $0 < seconds } ?? false }
     }
 
     /// Called by the refresh itself once its outcome is in the table.
@@ -104,7 +117,7 @@ extension Vault {
     /// Joins the refresh of `r`'s session, or starts it: detached, so it
     /// runs now and not behind the requests queued for the executor.
     nonisolated func joinRefresh(_ r: ReleaseStep.Refreshing) -> RefreshRegistry.Joined {
-        refreshes.join(r.id, current: { table.entry(r.id)?.row == r.row }) { serial in
+        refreshes.join(r.id, at: now(), current: { table.entry(r.id)?.row == r.row }) { serial in
             Task.detached(priority: .high) {
                 let result = await self.performRefresh(r)
                 self.refreshes.ended(r.id, serial: serial)

@@ -46,6 +46,9 @@ extension Vault {
     /// Refresh this long before the access token expires, so an app never gets
     /// a token that dies in its hands.
     static let refreshWindow: Int64 = 60
+    /// A confined app's `minValid` starts at most one refresh of a session
+    /// this often (`decideRelease`).
+    static let confinedForcedRefreshEvery: Double = 60
 
     /// The one release decision. `grantSettled`: the actor asked about (or
     /// refused) the grant already in this request. Throws `no_session` (and
@@ -72,7 +75,15 @@ extension Vault {
         let expiresIn = meta.accessExpiresAt.map { $0 - nowS }
         // `minValid` widens the refresh window for this call. A token whose
         // expiry is unknown counts as fresh (there is nothing to compare).
-        let window = max(Vault.refreshWindow, minValid)
+        // A sandboxed app's widens it only if the session was not refreshed
+        // in the last minute: one asking in a loop for more than the provider
+        // gives would have vaultd call the provider in a loop (and a provider
+        // that throttles the organization's client throttles every member);
+        // a refresh so soon after the last could not make the token last much
+        // longer. The person's own tools keep oidc-agent's rule.
+        let forcing = !requester.isConfined
+            || !refreshes.refreshedWithin(Vault.confinedForcedRefreshEvery, id: view.id, now: now())
+        let window = max(Vault.refreshWindow, forcing ? minValid : 0)
         let release = secret.accessToken.map {
             ReleaseStep.release(ReleasedSession(accessToken: $0, expiresAt: meta.accessExpiresAt, meta: meta), noteUse: noteUse)
         }

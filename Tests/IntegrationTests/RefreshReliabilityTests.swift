@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -71,6 +72,55 @@ final class RefreshReliabilityTests: OIDCTestCase {
         try bankid.behave(["token_error": refreshOnce("invalid_grant")])
         XCTAssertEqual(try session(v).errorCode, "session_expired")
         XCTAssertEqual(try storedSessionRows(v), 0)
+    }
+
+    /// A sandboxed app the person allowed the session asks, request after
+    /// request, for a token that outlives what BankID gives (`min_valid` past
+    /// its life): vaultd called BankID once per request, which a provider that
+    /// throttles the organization's client would hold against every member.
+    /// Now once a minute per session for such an app (Vault.decideRelease).
+    func testASandboxedAppAskingForMoreThanTheProviderGivesRefreshesOnceAMinute() throws {
+        let bwrap = ["/usr/bin/bwrap", "/bin/bwrap"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let bwrap else { throw cannotRunHere("bwrap is not installed (apt-get install bubblewrap)") }
+        let (bankid, v) = try loggedIn(accessTTL: 600)
+        let allowed = ctl(v, ["apps", "allow", "flatpak:org.example.Nabo", "bankid"])
+        XCTAssertEqual(allowed.exit, 0, "\(allowed)")
+        let info = v.root + "/flatpak-info"
+        try "[Application]\nname=org.example.Nabo\n".write(toFile: info, atomically: true, encoding: .utf8)
+        let runDir = (v.socketPath as NSString).deletingLastPathComponent
+        // On one connection: the token as it is (min_valid 0), then ten asks for more than
+        // BankID gives; each answer as a short hash of its token (no token in a test's
+        // output) or its error code.
+        let asks = """
+            import hashlib, json, socket, sys
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(30)
+            s.connect(sys.argv[1])
+            answers = s.makefile("rb")
+            said = []
+            for i in range(12):
+                ask = {"id": i, "op": "session", "account": "bankid", "min_valid": 3000 if i > 1 else 0} if i else {"id": 0, "op": "hello", "version": 1}
+                s.sendall(json.dumps(ask).encode() + b"\\n")
+                r = json.loads(answers.readline())
+                token = (r.get("result") or {}).get("access_token")
+                if i:
+                    said.append(hashlib.sha256(token.encode()).hexdigest()[:12] if token else (r.get("error") or {}).get("code"))
+            print(json.dumps(said))
+            """
+        let before = int(try bankid.stats()["token_grants"]?["refresh_token"])
+        let r = try runProcess(bwrap, ["--die-with-parent", "--unshare-pid", "--tmpfs", "/", "--ro-bind", "/usr", "/usr",
+                                       "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+                                       "--ro-bind", info, "/.flatpak-info", "--bind", runDir, runDir, "--proc", "/proc", "--dev", "/dev",
+                                       "/usr/bin/python3", "-c", asks, v.socketPath], env: childEnvironment([:]), timeout: 60)
+        XCTAssertEqual(r.exit, 0, r.err)
+        let said = try JSON.parse(r.out.trimmingCharacters(in: .whitespacesAndNewlines)).arrayValue ?? []
+        XCTAssertEqual(said.count, 11, r.out)
+        let (asItWas, forced) = (said.first?.stringValue, said.dropFirst().compactMap(\.stringValue))
+        XCTAssertEqual(forced.count, 10, "a token, not a refusal: \(r.out)")
+        XCTAssertEqual(Set(forced).count, 1, "one token for all ten: \(r.out)")
+        XCTAssertNotEqual(forced.first, asItWas, "the first ask was refreshed: \(r.out)")
+        let after = int(try bankid.stats()["token_grants"]?["refresh_token"])
+        XCTAssertEqual(after - before, 1, "BankID's token endpoint called for ten asks")
     }
 
     /// SIGTERM while the token endpoint takes 2 s to answer a refresh:

@@ -104,6 +104,44 @@ final class RefreshTests: XCTestCase {
         XCTAssertEqual(bankid.snapshot.refreshTokensSeen.last, "RT-bankid-3")
     }
 
+    /// A sandboxed app granted a session asks in a loop for more than the
+    /// provider gives (`min_valid` past the token's life): without a pace,
+    /// vaultd calls the provider in a loop, and a provider that throttles the
+    /// organization's client throttles every member. One refresh a minute per
+    /// session; the person's own tools keep oidc-agent's rule, and a token
+    /// really due is refreshed for anyone.
+    func testASandboxedAppForcesAtMostOneRefreshAMinute() async throws {
+        let clock = TestClock()
+        let bankid = FakeIdentityProvider()
+        bankid.set { $0.accessTTL = 600 }
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid]), clock: clock)
+        _ = try await vault.login(provider: "bankid", conversation: ScriptedClient())
+        _ = try await vault.allowApp("flatpak:org.example.Nabo", account: "bankid", requester: .inProcess)
+        let nabo = SilentConversation(requester: Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo")))
+        var tokens: Set<String> = []
+        for _ in 0..<10 {
+            tokens.insert(try await vault.release(account: "bankid", minValid: 3_000, conversation: nabo).accessToken)
+        }
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen.count, 1, "one token call for ten asks")
+        XCTAssertEqual(tokens, ["AT-bankid-2"])
+        clock.advance(Vault.confinedForcedRefreshEvery - 1)
+        _ = try await vault.release(account: "bankid", minValid: 3_000, conversation: nabo)
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen.count, 1)
+        clock.advance(1)
+        let later = try await vault.release(account: "bankid", minValid: 3_000, conversation: nabo)
+        XCTAssertEqual(later.accessToken, "AT-bankid-3", "a minute on, the app may force one again")
+
+        // The person's own tool: every ask past the token's life refreshes, as oidc-agent does.
+        for _ in 0..<3 { _ = try await vault.release(account: "bankid", minValid: 3_000, conversation: SilentConversation()) }
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen.count, 5)
+        // A token that is really due is refreshed for the app, however soon after the last.
+        bankid.set { $0.accessTTL = 30 }
+        _ = try await vault.release(account: "bankid", minValid: 3_000, conversation: SilentConversation())
+        let due = try await vault.release(account: "bankid", conversation: nabo)
+        XCTAssertEqual(due.accessToken, "AT-bankid-8")
+        XCTAssertEqual(bankid.snapshot.refreshTokensSeen.count, 7)
+    }
+
     func testAHeldRotationIsServedAndSavedAtShutdown() async throws {
         let (bankid, vault) = try await loggedIn(accessTTL: 600)
         // Refresh now (min_valid beyond the token's life) with the store refusing.
