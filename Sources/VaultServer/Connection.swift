@@ -67,7 +67,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
         defer { context.fireChannelActive() }
-        let admission = overCapAtAccept ? .full : connections.add(channel, limit: limits.maxConnections, app: peer?.confinedKey,
+        // A peer of another uid is refused below; it takes no place in an app's share meanwhile.
+        let app = peer.flatMap { $0.uid == ownUID ? $0.confinedKey : nil }
+        let admission = overCapAtAccept ? .full : connections.add(channel, limit: limits.maxConnections, app: app,
                                                                   perAppLimit: limits.maxPerConfinedApp)
         switch admission {
         case .added:

@@ -158,6 +158,9 @@ final class ConnectionHandlerTests: XCTestCase {
             try c.send(#"{"id":1,"op":"watch"}"# + "\n")
             XCTAssertTrue(c.isOpen)
         }
+        // Another uid's process of the same app is refused as a stranger, and takes none of the app's share.
+        let stranger = try connect(connections: open, maxConnections: 8, peer: Requester(pid: getpid(), uid: me &+ 1, app: nabo.app))
+        XCTAssertEqual(stranger.written.lines.map { $0["error"]?["code"] }, ["forbidden"])
         let third = try connect(connections: open, maxConnections: 8, peer: nabo)
         XCTAssertEqual(third.written.lines.map { $0["error"]?["code"] }, ["rate_limited"])
         XCTAssertEqual(third.written.lines.first?["error"]?["message"],
