@@ -178,12 +178,20 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
     /// “Allow ‘X’ to use your BankID session?”: Allow (OK), Only this time
     /// (pinentry's second button), Deny (Cancel, and closing the dialog).
     /// An app known only by its program gets a plain sentence saying so, and when to allow it.
+    /// An app that shows the name of another app already allowed (a Flatpak
+    /// may call itself anything) is said to be another app, by both ids.
     public func askGrant(_ question: GrantQuestion) async throws(FactorError) -> GrantAnswer {
         let app = question.app
-        var text = Messages.allowAppQuestion(Messages.appLabel(AppName.display(app, language: language)),
-                                             provider: question.provider).text(language)
+        let name = AppName.display(app, language: language)
+        var text = Messages.allowAppQuestion(Messages.appLabel(name), provider: question.provider).text(language)
+        let namesakes = question.othersAllowed.filter { AppName.display($0, language: language) == name }
+        if !namesakes.isEmpty {
+            text += "\n\n" + Messages.sameNameAsAllowed(name, asking: app.name, allowed: namesakes.map(\.name)).text(language)
+        }
         if !app.verified { text += "\n\n" + Messages.unverifiedApp(app.shortName).text(language) }
-        if !question.allowed.isEmpty { text += "\n\n" + Messages.otherAppsAllowed(question.allowed).text(language) }
+        if !question.allowed.isEmpty {
+            text += "\n\n" + Messages.otherAppsAllowed(question.allowed.map { AppName.display($0, language: language) }).text(language)
+        }
         let d = Dialog(kind: .confirm, title: Messages.dialogTitle.text(language), description: text,
                        ok: Messages.dialogAllow.text(language), notOK: Messages.dialogOnlyThisTime.text(language),
                        cancel: Messages.dialogDeny.text(language), timeout: prompter.timeout)

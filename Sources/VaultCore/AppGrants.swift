@@ -49,8 +49,12 @@ public struct GrantQuestion: Sendable, Equatable {
     public var account: String
     /// The provider's display name (“BankID”).
     public var provider: String
-    /// The apps allowed the account already (short names), for context.
-    public var allowed: [String]
+    /// The apps allowed the account already, for context.
+    public var allowed: [AppIdentity]
+    /// Every other app allowed any account: the dialog warns when one of them
+    /// has the name the asking app shows (another app dressed as one the
+    /// person already trusts).
+    public var othersAllowed: [AppIdentity]
 }
 
 /// The grants, in the store and in memory: which app may use which account.
@@ -104,6 +108,11 @@ struct AppGrants {
 
     func apps(for account: String) -> [AppIdentity] {
         byID.values.filter { $0.account == account }.map(\.app).sorted { $0.key < $1.key }
+    }
+
+    /// Every app granted an account, but `app`.
+    func apps(besides app: AppIdentity) -> [AppIdentity] {
+        Set(byID.values.map(\.app)).subtracting([app]).sorted { $0.key < $1.key }
     }
 
     /// How many accounts `app` is granted.

@@ -54,7 +54,7 @@ extension Vault {
         }
         let question = GrantQuestion(app: app, account: account,
                                      provider: meta.providerName(providers.provider(for: meta)),
-                                     allowed: grants.apps(for: account).map(\.shortName))
+                                     allowed: grants.apps(for: account), othersAllowed: grants.apps(besides: app))
         let refused = VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
         let detail = AppIdentity.auditDetail(app, account: account)
         let answer: GrantAnswer

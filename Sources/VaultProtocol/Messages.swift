@@ -699,6 +699,13 @@ extension Messages {
             en: "SessionVault cannot see which app this is, only the program it runs (\(program)). Allow it if you just opened an app that uses your login.",
             nb: "SessionVault kan ikke se hvilken app dette er, bare programmet den kjører (\(program)). Tillat det hvis du nettopp åpnet en app som bruker innloggingen din.")
     }
+    /// The app asking shows the name of another app the person already allowed.
+    public static func sameNameAsAllowed(_ name: String, asking: String, allowed: [String]) -> LocalizedText {
+        let (name, asking, allowed) = (shown(name), shown(asking), allowed.map { shown($0) }.joined(separator: ", "))
+        return LocalizedText(
+            en: "Careful: another app called ‘\(name)’ can already use your login. That one is \(allowed); this one is \(asking). Allow this one only if you installed both.",
+            nb: "Obs: en annen app som heter «\(name)», kan allerede bruke innloggingen din. Den er \(allowed); denne er \(asking). Tillat denne bare hvis du har installert begge.")
+    }
     public static func otherAppsAllowed(_ apps: [String]) -> LocalizedText {
         LocalizedText(en: "Allowed now: \(apps.joined(separator: ", ")).", nb: "Tillatt nå: \(apps.joined(separator: ", ")).")
     }

@@ -73,7 +73,7 @@ final class AppGrantUnitTests: XCTestCase {
         _ = try await vault.release(account: "kari", conversation: other)          // remembered: not asked
         let questions = other.asked.withLock { $0 }
         XCTAssertEqual(questions.count, 4)
-        XCTAssertEqual(questions.first?.allowed, ["org.example.Aktivitetslogg"])
+        XCTAssertEqual(questions.first?.allowed.map(\.shortName), ["org.example.Aktivitetslogg"])
         XCTAssertEqual(questions.first?.provider, "generic", "an imported session without a provider id")
 
         // Sealed in the store: a restart keeps them.

@@ -18,7 +18,7 @@ final class ShownNameTests: XCTestCase {
         let evil = "evil\nDeny = Allow"
         for text in [Messages.appAsks(evil), Messages.appNotAllowed(evil), Messages.appDeniedRecently(evil), Messages.appLabel(evil),
                      Messages.unlockClosedRecently(evil), Messages.loginClosedRecently(evil), Messages.lockedRecently(evil),
-                     Messages.tooManyConnectionsForApp(evil, limit: 2),
+                     Messages.tooManyConnectionsForApp(evil, limit: 2), Messages.sameNameAsAllowed(evil, asking: evil, allowed: [evil]),
                      Messages.allowAppQuestion(Messages.appLabel("x"), provider: evil),
                      Messages.useProvider(evil), Messages.chooseLogin([evil], toContinue: true), Messages.dialogUseLogin([evil]),
                      Messages.unverifiedApp(evil), Messages.replaceSession(evil, provider: evil)] {

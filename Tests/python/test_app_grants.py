@@ -402,6 +402,33 @@ class TestAppGrants(FakePinentryTestCase):
         self.vaultctl("apps", "revoke", app)
         self.vaultctl("logout", "siri")
 
+    def test_an_app_named_like_one_already_allowed_is_said_to_be_another(self):
+        """A Flatpak may call itself anything: one that shows the name of an app
+        the person already uses is said to be another app, by both ids, in the
+        grant dialog it causes; an app with a name of its own is not."""
+        real, namesake, other = "org.example.Mentorkalender", "org.example.Mentorkalendar", "org.example.Notater"
+        for app, name in ((real, "Mentor calendar"), (namesake, "Mentor calendar"), (other, "Notes")):
+            with open(os.path.join(self.exports, app + ".desktop"), "w") as f:
+                f.write("[Desktop Entry]\nType=Application\nName=%s\nName[nb]=%s\nExec=x\n" % (name, name + " (nb)"))
+        self.script()
+        self.assertIn("ok", self.sandboxed(real, "import", account="tove"))
+        for lang, warning in (("en", "Careful: another app called ‘Mentor calendar’ can already use your login. That one is %s; "
+                                     "this one is %s. Allow this one only if you installed both." % (real, namesake)),
+                              ("nb", "Obs: en annen app som heter «Mentor calendar (nb)», kan allerede bruke innloggingen din. "
+                                     "Den er %s; denne er %s. Tillat denne bare hvis du har installert begge." % (real, namesake))):
+            self.script("notok")
+            self.assertIn("ok", self.sandboxed(namesake, "session", account="tove", lang=lang))
+            said = [l for l in self.dialogs()[-1] if l.startswith("SETDESC")]
+            self.assertTrue(any(warning in l for l in said), said)
+        self.script("notok")
+        self.assertIn("ok", self.sandboxed(other, "session", account="tove"))
+        said = [l for l in self.dialogs()[-1] if l.startswith("SETDESC")]
+        self.assertFalse(any("Careful" in l for l in said), said)
+        self.assertTrue(any("Allowed now: Mentor calendar." in l for l in said), "the allowed app by its name: %s" % said)
+        # The class's vaultd is shared: leave it as found.
+        self.vaultctl("apps", "revoke", real)
+        self.vaultctl("logout", "tove")
+
     def test_an_unverified_app_is_labelled_so(self):
         self.script()
         self.assertIn("ok", self.sandboxed(APP, "import", account="ola"))
