@@ -97,15 +97,11 @@ extension RequestHandler {
             })]
         case "audit":
             if request["verify"]?.boolValue == true {
-                do {
-                    let v = try vault.audit.check()
-                    return [
-                        "ok": .bool(v.intact), "first_bad": v.firstBad.map { .int($0) } ?? .null, "missing": .int(v.missing),
-                        "truncated": .array(v.truncations.map { ["seq": .int($0.seq), "at": .double($0.at), "missing": .int($0.missing)] }),
-                    ]
-                } catch {
-                    throw .internal()
-                }
+                let v = try vault.checkAudit(askedBy: conversation.requester)
+                return [
+                    "ok": .bool(v.intact), "first_bad": v.firstBad.map { .int($0) } ?? .null, "missing": .int(v.missing),
+                    "truncated": .array(v.truncations.map { ["seq": .int($0.seq), "at": .double($0.at), "missing": .int($0.missing)] }),
+                ]
             }
             let after = request["after"]?.intValue ?? 0
             let limit = Int(max(1, min(request["limit"]?.intValue ?? 200, 1000)))

@@ -259,6 +259,27 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertTrue(locked)
     }
 
+    /// Checking the audit chain walks the whole log: a sandboxed app asking in
+    /// a loop (32 connections, 32 asks in flight on each) would keep both cores
+    /// walking it. Once a minute for such an app; the person's tools always.
+    func testAnAppThatChecksTheAuditLogInALoopIsHeldBack() async throws {
+        let clock = TestClock()
+        let vault = try fx.vault([pin], clock: clock)
+        let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        XCTAssertTrue(try vault.checkAudit(askedBy: nabo).intact)
+        var codes: [ErrorCode?] = []
+        for _ in 0..<5 { codes.append(await failure { _ = try vault.checkAudit(askedBy: nabo) }?.code) }
+        XCTAssertEqual(codes, Array(repeating: .rateLimited, count: 5))
+        let held = await failure { _ = try vault.checkAudit(askedBy: nabo) }
+        XCTAssertEqual(held?.extra["retry_after"], .int(60))
+        // Unidentified peers share one count; the person's own tool is never held back.
+        XCTAssertNoThrow(try vault.checkAudit(askedBy: Requester(pid: 5000, uid: 0, unidentified: true)))
+        XCTAssertThrowsError(try vault.checkAudit(askedBy: Requester(pid: 5001, uid: 0, unidentified: true)))
+        for _ in 0..<3 { XCTAssertTrue(try vault.checkAudit(askedBy: ScriptedClient.testApp).intact) }
+        clock.advance(60)
+        XCTAssertNoThrow(try vault.checkAudit(askedBy: nabo))
+    }
+
     /// The counts stay small: an app per key does not grow them past a few hundred.
     func testClosedDialogsForgetsAppsPastTheirQuiet() {
         var closes = ClosedDialogs()

@@ -613,6 +613,21 @@ class TestConnectionsHeldOpen(HostileNeighbourTestCase):
         self.assertEqual(result[0], "ok", said)
 
 
+class TestAuditCheckInALoop(HostileNeighbourTestCase):
+    """`audit` with `verify` walks the whole log: a sandboxed app asking in a
+    loop would keep vaultd's cores busy. Once a minute for such an app."""
+
+    def test_a_sandboxed_app_checks_the_audit_chain_once_a_minute(self):
+        said = self.converse(ATTACKER, [hello()] + [{"op": "audit", "verify": True}] * 4)
+        codes = [outcome(frame)[0] if frame.get("ok") else outcome(frame) for frame in said["results"][1:]]
+        self.assertEqual(codes, ["ok"] + [("error", "rate_limited")] * 3, said["results"])
+        self.assertGreater(said["results"][-1]["error"].get("retry_after", 0), 50, said["results"][-1])
+        # The person's own tool checks it whenever asked.
+        for _ in range(3):
+            r = self.run_vaultctl("audit", "--verify")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
 class TestPeerThatExits(HostileNeighbourTestCase):
     """An identity vaultd cannot read is trusted least: a sandboxed app whose
     forked child connected and exited sees no account and gets no admin op."""
