@@ -30,12 +30,15 @@ public struct FingerprintFactor: UnlockFactor {
     /// never reads a finger cannot keep the prompt open for ever.
     public static let maxUnclearScans = 10
     public let descriptor: FactorDescriptor
+    /// `probe`'s answers, reused for the reader's `probeCacheTime`.
+    let probeCache: ProbeCache
 
     /// `device`: the reader's name for status lines; with `sameFingerInvisible`
     /// (fprintd) the status also says that re-enrolling a finger is not seen.
     public init(reader: any FingerprintReader, scanTimeout: Duration = .seconds(30), attempts: Int = 3,
                 device: String? = nil, sameFingerInvisible: Bool = false) {
         self.reader = reader
+        self.probeCache = ProbeCache(lifetime: reader.probeCacheTime)
         self.scanTimeout = scanTimeout
         self.attempts = max(1, attempts)
         self.descriptor = FactorDescriptor(
@@ -86,6 +89,10 @@ public struct FingerprintFactor: UnlockFactor {
     // MARK: - UnlockFactor
 
     public func probe() async -> FactorPresence {
+        await probeCache.presence { [reader] in await Self.probe(reader) }
+    }
+
+    static func probe(_ reader: any FingerprintReader) async -> FactorPresence {
         guard await reader.presence() == .present else { return .unavailable(Text.readerNotFound) }
         do {
             // A reader with no fingers is still "available": `verify` must run so

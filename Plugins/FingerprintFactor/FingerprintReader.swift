@@ -13,6 +13,10 @@ public protocol FingerprintReader: Sendable {
     /// Is a reader plugged in? Must answer quickly and never prompt.
     func presence() async -> ReaderPresence
 
+    /// How long the factor may reuse what `presence` and `enrolledFingers`
+    /// said for `status` and `factors` (never for a scan or an enrollment).
+    var probeCacheTime: Duration { get }
+
     /// The fingers enrolled at the reader, each with the id of its template.
     /// A finger enrolled again gets a new template id.
     func enrolledFingers() async throws(ReaderError) -> [EnrolledFinger]
@@ -94,4 +98,9 @@ public enum ScanOutcome: Sendable, Equatable {
     case timeout
     /// The person pressed Cancel in the prompt (or the scan's task was cancelled).
     case cancelled
+}
+
+extension FingerprintReader {
+    /// Asked afresh every time, but one question at a time.
+    public var probeCacheTime: Duration { .zero }
 }

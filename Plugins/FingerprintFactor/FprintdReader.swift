@@ -47,6 +47,12 @@ public struct FprintdReader: FingerprintReader {
 
     // MARK: - FingerprintReader
 
+    /// Each look opens a system-bus connection and asks fprintd, which asks
+    /// polkit: an app polling `status`, or one asking in a loop from every
+    /// connection it may hold, would otherwise reach all three, which the
+    /// login screen and sudo share, once per request.
+    public var probeCacheTime: Duration { .seconds(2) }
+
     public func presence() async -> ReaderPresence {
         await Self.blocking { () -> ReaderPresence in
             do {

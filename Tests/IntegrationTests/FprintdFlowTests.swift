@@ -230,6 +230,62 @@ final class FprintdFlowTests: VaultdTestCase {
         XCTAssertEqual(v.log.components(separatedBy: "fprintd scan: ignored ").count - 1, 1, "only the forged signal was ignored")
     }
 
+    /// A sandboxed app asking `factors` in a loop from several connections at
+    /// once: each look at the fingerprint opened a system-bus connection and
+    /// asked fprintd, which asks polkit (services the login screen and sudo
+    /// share), once per request. Now at most once per two seconds, one look at
+    /// a time (`FprintdReader.probeCacheTime`), counted at fprintd with dbus-monitor.
+    func testAnAppAskingInALoopReachesFprintdOnceInTwoSeconds() throws {
+        let v = try start()
+        let monitorLog = v.root + "/monitor.log"
+        FileManager.default.createFile(atPath: monitorLog, contents: nil)
+        let monitor = Process()
+        monitor.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-monitor")
+        monitor.arguments = ["--address", fixture.address, "type='method_call',member='ListEnrolledFingers'"]
+        monitor.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: monitorLog))
+        try monitor.run()
+        defer { monitor.terminate(); monitor.waitUntilExit() }
+        func heard() -> Int {
+            let text = (try? String(contentsOfFile: monitorLog, encoding: .utf8)) ?? ""
+            return text.components(separatedBy: "member=ListEnrolledFingers").count - 1
+        }
+        // The monitor hears fprintd's own list (fprintd-ctl's) before the app asks: it can hear.
+        let ready = ContinuousClock.now + .seconds(10)
+        while !((try? String(contentsOfFile: monitorLog, encoding: .utf8)) ?? "").contains("NameAcquired"), ContinuousClock.now < ready {
+            usleep(20_000)
+        }
+        try fixture.ctl(["list"])
+        while heard() == 0, ContinuousClock.now < ready { usleep(20_000) }
+        XCTAssertEqual(heard(), 1, "the monitor does not hear ListEnrolledFingers: it would prove nothing")
+        let before = heard()
+        // Four connections, 25 `factors` each, all sent before any answer is read; then
+        // 50 more one after another, each after the last one's answer (an app polling).
+        let asks = """
+            import json, socket, sys
+            conns = []
+            for c in range(4):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(60)
+                s.connect(sys.argv[1])
+                s.sendall(b"".join(json.dumps({"id": i, "op": "factors" if i else "hello", "version": 1}).encode() + b"\\n" for i in range(26)))
+                conns.append((s, s.makefile("rb")))
+            answered = sum(1 for _, f in conns for _ in range(26) if json.loads(f.readline()).get("ok"))
+            s, f = conns[0]
+            for i in range(50):
+                s.sendall(json.dumps({"id": 100 + i, "op": "factors"}).encode() + b"\\n")
+                answered += 1 if json.loads(f.readline()).get("ok") else 0
+            print(answered)
+            """
+        let started = ContinuousClock.now
+        let r = try runSandboxed(appID: "org.example.Nabo", script: asks, socketPath: v.socketPath, scratch: v.root)
+        let took = ContinuousClock.now - started
+        XCTAssertEqual(r.out.trimmingCharacters(in: .whitespacesAndNewlines), "154", r.err)
+        usleep(300_000)   // the monitor's last lines
+        let calls = heard() - before
+        let bound = 2 + Int(took / .seconds(2))
+        XCTAssertLessThanOrEqual(calls, bound, "fprintd asked \(calls) times for 150 requests in \(took)")
+    }
+
     func testVaultdStoppedMidScanLeavesTheReaderFree() throws {
         let v = try start()
         try setUpEnrolled(v)
