@@ -67,6 +67,10 @@ public actor Vault {
     /// The chip said no to the vault's wrap (cleared, replaced, unreachable):
     /// logins still give working sessions and offer to start over.
     var chipRefusal: ChipError?
+    /// Whether the chip's lockout binds anyone, and when the chip was last
+    /// asked (`chipLockoutArmed`).
+    var chipLockoutSeen: (armed: Bool, at: Double)?
+    static let chipLockoutAskedEvery: Double = 60
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     /// What watching apps hear (`watch`, VaultEvents.swift); the server listens here.
@@ -288,8 +292,21 @@ public actor Vault {
         let wraps = keyslots.rows.values.filter { Keyslot.isWrap($0, secretFactors: secretFactors) }
         if wraps.contains(where: { !Keyslot.isBoundToChip($0) }) { return Messages.chipFromNextPIN }
         let inUse = Messages.chipInUse(withPIN: hasPIN)
-        guard hasPIN, let status = try? chip.status(), !status.lockoutArmed else { return inUse }
+        guard hasPIN, let armed = chipLockoutArmed(chip), !armed else { return inUse }
         return LocalizedText(en: inUse.en + " " + Messages.chipLockoutNotArmed.en, nb: inUse.nb + " " + Messages.chipLockoutNotArmed.nb)
+    }
+
+    /// Whether the chip's lockout binds anyone (its owner set a lockout
+    /// authorization), for `status`: asked of the chip at most once a minute.
+    /// Each ask is a round trip to the TPM, which the whole system shares,
+    /// made on the actor; an app polling `status`, or asking in a loop, must
+    /// not make one per request. (The lockout before a PIN is asked is read
+    /// afresh each time: `chipLockout`.)
+    func chipLockoutArmed(_ chip: any SecretChip) -> Bool? {
+        if let seen = chipLockoutSeen, now() - seen.at < Vault.chipLockoutAskedEvery { return seen.armed }
+        guard let status = try? chip.status() else { return nil }
+        chipLockoutSeen = (status.lockoutArmed, now())
+        return status.lockoutArmed
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the device key.

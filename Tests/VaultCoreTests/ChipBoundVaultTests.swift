@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import PINFactor
 import SecurityChip
 import VaultFactor
@@ -96,6 +97,45 @@ final class ChipBoundVaultTests: XCTestCase {
         let locked = v.isLocked
         XCTAssertTrue(locked)
         XCTAssertTrue(try v.audit.entries().contains { $0.event == "unlock" && $0.outcome == "chip_locked_out" })
+    }
+
+    /// swtpm's chip, with its `status` calls counted.
+    final class CountedChip: SecretChip, @unchecked Sendable {
+        let base: TPMChip
+        let statusCalls = Locked(0)
+        init(_ base: TPMChip) { self.base = base }
+        var location: String { base.location }
+        func seal(_ secret: SecureBytes, auth: SecureBytes, guessProtected: Bool) throws(ChipError) -> [UInt8] {
+            try base.seal(secret, auth: auth, guessProtected: guessProtected)
+        }
+        func unseal(_ blob: [UInt8], auth: SecureBytes) throws(ChipError) -> SecureBytes { try base.unseal(blob, auth: auth) }
+        func check(_ blob: [UInt8]) throws(ChipError) { try base.check(blob) }
+        func status() throws(ChipError) -> ChipStatus {
+            statusCalls.withLock { $0 += 1 }
+            return try base.status()
+        }
+    }
+
+    /// `status` says whether the chip's lockout binds anyone, which only the
+    /// chip knows: a round trip to the TPM (which the whole system shares) on
+    /// the actor. An app polling `status`, or asking in a loop, made one per
+    /// request; now the chip is asked once a minute.
+    func testStatusInALoopAsksTheChipOnceAMinute() async throws {
+        let tpm = try SoftwareTPM(tries: 5, interval: 10)
+        let chip = CountedChip(TPMChip(location: tpm.tcti))
+        let clock = TestClock()
+        let v = try Vault(store: fx.store, deviceKey: fx.deviceKey, factors: [pin], config: VaultConfig(idleTimeout: 0),
+                          logger: VaultFixture.logger, chip: ChipBinding(chip: chip, bindsNewWraps: true), clock: clock.reading)
+        _ = try await v.enroll(.pin, conversation: ScriptedClient(secrets: [thePIN, thePIN]))
+        let before = chip.statusCalls.withLock { $0 }
+        for _ in 0..<100 {
+            let said = await v.chipProtection()
+            XCTAssertTrue(said?.en.contains("not locked by the computer's owner") ?? false)
+        }
+        XCTAssertEqual(chip.statusCalls.withLock { $0 } - before, 1, "the chip asked once for 100 looks")
+        clock.advance(Vault.chipLockoutAskedEvery)
+        _ = await v.chipProtection()
+        XCTAssertEqual(chip.statusCalls.withLock { $0 } - before, 2, "and again a minute on")
     }
 
     func testTheRightPINOpensAndTheChipLayerTurnsOnAndOffAtTheNextPIN() async throws {
