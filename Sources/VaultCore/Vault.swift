@@ -32,6 +32,8 @@ public actor Vault {
     static let confinedLockWindow: Double = 600
     /// Checks of the whole audit chain a confined app asked for, per app: one a minute (`checkAudit`).
     nonisolated let confinedAuditChecks = Locked(LoginRateLimiter(limit: 1, window: 60))
+    /// Pages of the audit log a confined app read, per app: 60 a minute (`auditEntries`).
+    nonisolated let confinedAuditReads = Locked(LoginRateLimiter(limit: 60, window: 60))
     /// One refresh per session at a time; everyone else awaits the same task (Refresh.swift).
     nonisolated let refreshes = RefreshRegistry()
     /// The session records, sealed and opened, and the rotations the store
@@ -205,6 +207,25 @@ public actor Vault {
             return try audit.check()
         } catch {
             logger.error("could not read the audit log to check it", metadata: ["error": "\(error)"])
+            throw .internal()
+        }
+    }
+
+    /// A page of the audit log (`audit` without `verify`), for the server to
+    /// show what the caller may read of it. Each page is up to 1,000 rows read
+    /// from the store under its one lock, which the unlock's counts and the
+    /// grants' writes wait for, so a confined app reads 60 pages a minute; an
+    /// unidentified peer, which may read no entry, costs no read at all.
+    public nonisolated func auditEntries(after seq: Int64, limit: Int, askedBy requester: Requester) throws(VaultFailure) -> [AuditRow] {
+        if requester.trust == .unidentified { return [] }
+        if let key = requester.confinedKey, let wait = confinedAuditReads.withLock({ $0.admit(key, now: now()) }) {
+            audit.record("audit_read", outcome: "rate_limited", requester: requester)
+            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
+        }
+        do {
+            return try audit.entries(after: seq, limit: limit)
+        } catch {
+            logger.error("could not read the audit log", metadata: ["error": "\(error)"])
             throw .internal()
         }
     }

@@ -105,20 +105,16 @@ extension RequestHandler {
             }
             let after = request["after"]?.intValue ?? 0
             let limit = Int(max(1, min(request["limit"]?.intValue ?? 200, 1000)))
-            do {
-                let rows = try vault.audit.entries(after: after, limit: limit)
-                    .filter { RequestHandler.mayRead(detail: $0.detail, conversation.requester) }
-                return ["entries": .array(rows.map { r in
-                    [
-                        "seq": .int(r.seq), "at": .double(r.at), "event": .string(r.event),
-                        "factor": r.factor.map { .string($0) } ?? .null, "outcome": .string(r.outcome),
-                        "detail": (try? JSON.parse(r.detail)) ?? .null,
-                        "pid": r.pid.map { .int(Int64($0)) } ?? .null, "exe": r.exe.map { .string($0) } ?? .null,
-                    ]
-                })]
-            } catch {
-                throw .internal()
-            }
+            let rows = try vault.auditEntries(after: after, limit: limit, askedBy: conversation.requester)
+                .filter { RequestHandler.mayRead(detail: $0.detail, conversation.requester) }
+            return ["entries": .array(rows.map { r in
+                [
+                    "seq": .int(r.seq), "at": .double(r.at), "event": .string(r.event),
+                    "factor": r.factor.map { .string($0) } ?? .null, "outcome": .string(r.outcome),
+                    "detail": (try? JSON.parse(r.detail)) ?? .null,
+                    "pid": r.pid.map { .int(Int64($0)) } ?? .null, "exe": r.exe.map { .string($0) } ?? .null,
+                ]
+            })]
         default:
             throw .badRequest(LocalizedText(
                 en: "Unknown operation “\(String(request.op.prefix(64)))”. See docs/protocol.md for the operations.",

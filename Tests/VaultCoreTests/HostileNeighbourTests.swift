@@ -280,6 +280,25 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertNoThrow(try vault.checkAudit(askedBy: nabo))
     }
 
+    /// Each page of the audit log is up to 1,000 rows read under the store's
+    /// one lock: a sandboxed app reads 60 pages a minute, an unidentified peer
+    /// (which may read no entry) costs no read, the person's tools read freely.
+    func testAnAppThatReadsTheAuditLogInALoopIsHeldBack() async throws {
+        let clock = TestClock()
+        let vault = try fx.vault([pin], clock: clock)
+        let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
+        for _ in 0..<60 { XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo)) }
+        let held = await failure { _ = try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo) }
+        XCTAssertEqual(held?.code, .rateLimited)
+        XCTAssertNotNil(held?.extra["retry_after"])
+        XCTAssertEqual(try vault.auditEntries(after: 0, limit: 1000, askedBy: Requester(pid: 5000, uid: 0, unidentified: true)), [])
+        for _ in 0..<100 { XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: ScriptedClient.testApp)) }
+        XCTAssertFalse(try vault.auditEntries(after: 0, limit: 1000, askedBy: ScriptedClient.testApp).isEmpty,
+                       "the refusal was audited, and the person's tool reads it")
+        clock.advance(60)
+        XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo))
+    }
+
     /// The counts stay small: an app per key does not grow them past a few hundred.
     func testClosedDialogsForgetsAppsPastTheirQuiet() {
         var closes = ClosedDialogs()

@@ -627,6 +627,13 @@ class TestAuditCheckInALoop(HostileNeighbourTestCase):
             r = self.run_vaultctl("audit", "--verify")
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_a_sandboxed_app_reads_sixty_pages_of_the_log_a_minute(self):
+        said = self.converse(ATTACKER, [hello()] + [{"op": "audit", "limit": 1000}] * 62)
+        codes = [outcome(frame)[0] if frame.get("ok") else outcome(frame) for frame in said["results"][1:]]
+        self.assertEqual(codes, ["ok"] * 60 + [("error", "rate_limited")] * 2, said["results"][-1])
+        r = self.run_vaultctl("audit")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
 
 class TestPeerThatExits(HostileNeighbourTestCase):
     """An identity vaultd cannot read is trusted least: a sandboxed app whose
