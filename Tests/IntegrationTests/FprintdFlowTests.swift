@@ -236,6 +236,9 @@ final class FprintdFlowTests: VaultdTestCase {
     /// share), once per request. Now at most once per two seconds, one look at
     /// a time (`FprintdReader.probeCacheTime`), counted at fprintd with dbus-monitor.
     func testAnAppAskingInALoopReachesFprintdOnceInTwoSeconds() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-monitor") else {
+            throw cannotRunHere("dbus-monitor is not installed (Debian: dbus-bin, which dbus brings; scripts/setup installs it)")
+        }
         let v = try start()
         let monitorLog = v.root + "/monitor.log"
         FileManager.default.createFile(atPath: monitorLog, contents: nil)
