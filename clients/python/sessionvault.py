@@ -296,7 +296,9 @@ class VaultClient:
         return self.call("session", **({"account": account} if account is not None else {}))
 
     def lock(self):
-        """Lock the vault now."""
+        """Lock the vault now. A sandboxed app locks an open vault once in ten
+        minutes; another lock within them raises VaultError with code
+        "rate_limited" (and retry_after), and the vault stays open."""
         return self.call("lock")
 
     def unlock(self, factor=None):
