@@ -298,7 +298,8 @@ class VaultClient:
     def lock(self):
         """Lock the vault now. A sandboxed app locks an open vault once in ten
         minutes; another lock within them raises VaultError with code
-        "rate_limited" (and retry_after), and the vault stays open."""
+        "rate_limited" (extra["retry_after"]: the seconds to wait), and the vault
+        stays open."""
         return self.call("lock")
 
     def unlock(self, factor=None):
