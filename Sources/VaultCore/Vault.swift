@@ -26,9 +26,9 @@ public actor Vault {
     var rateLimiter = LoginRateLimiter()
     /// Durable changes a confined app asks for (`import`, `context`), per app:
     /// each is a commit, so an app in a loop is slowed down (`admitConfinedWrite`).
-    var confinedWrites = LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60)
+    nonisolated let confinedWrites = Locked(LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60))
     /// The open vault locked by a confined app, per app: once in `confinedLockWindow` (`lock(askedBy:)`).
-    var confinedLocks = LoginRateLimiter(limit: 1, window: Vault.confinedLockWindow)
+    nonisolated let confinedLocks = Locked(LoginRateLimiter(limit: 1, window: Vault.confinedLockWindow))
     static let confinedLockWindow: Double = 600
     /// Checks of the whole audit chain a confined app asked for, per app: one a minute (`checkAudit`).
     nonisolated let confinedAuditChecks = Locked(LoginRateLimiter(limit: 1, window: 60))
@@ -185,10 +185,8 @@ public actor Vault {
     /// vault costs nothing and is not counted; the person's own tools (the
     /// settings app, vaultctl) always lock.
     public func lock(askedBy requester: Requester) throws(VaultFailure) {
-        if table.anythingOpen, let key = requester.confinedKey, let wait = confinedLocks.admit(key, now: now()) {
-            audit.record("lock", outcome: "rate_limited", requester: requester)
-            throw VaultFailure(.rateLimited, message: Messages.lockedRecently(requester.app?.shortName),
-                               extra: ["retry_after": .int(Int64(wait))])
+        if table.anythingOpen {
+            try pace("lock", by: confinedLocks, requester, message: Messages.lockedRecently(requester.app?.shortName))
         }
         lock(reason: "request", requester: requester)
     }
@@ -199,10 +197,7 @@ public actor Vault {
     /// (sandboxed, unidentified) once a minute: asking in a loop from its
     /// connections would keep both cores walking the log for nothing.
     public nonisolated func checkAudit(askedBy requester: Requester) throws(VaultFailure) -> AuditLog.Verification {
-        if let key = requester.confinedKey, let wait = confinedAuditChecks.withLock({ $0.admit(key, now: now()) }) {
-            audit.record("audit_verify", outcome: "rate_limited", requester: requester)
-            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
-        }
+        try pace("audit_verify", by: confinedAuditChecks, requester)
         do {
             return try audit.check()
         } catch {
@@ -218,10 +213,7 @@ public actor Vault {
     /// unidentified peer, which may read no entry, costs no read at all.
     public nonisolated func auditEntries(after seq: Int64, limit: Int, askedBy requester: Requester) throws(VaultFailure) -> [AuditRow] {
         if requester.trust == .unidentified { return [] }
-        if let key = requester.confinedKey, let wait = confinedAuditReads.withLock({ $0.admit(key, now: now()) }) {
-            audit.record("audit_read", outcome: "rate_limited", requester: requester)
-            throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
-        }
+        try pace("audit_read", by: confinedAuditReads, requester)
         do {
             return try audit.entries(after: seq, limit: limit)
         } catch {
@@ -406,9 +398,18 @@ public actor Vault {
     /// A confined app's durable changes are limited in rate, new or not
     /// (ImportCheck.confinedWritesPerMinute); others are not.
     func admitConfinedWrite(_ event: String, account: String, _ requester: Requester) throws(VaultFailure) {
-        guard let key = requester.confinedKey, let wait = confinedWrites.admit(key, now: now()) else { return }
-        audit.record(event, outcome: "rate_limited", detail: AppIdentity.auditDetail(requester.app, account: account), requester: requester)
-        throw VaultFailure(.rateLimited, extra: ["retry_after": .int(Int64(wait))])
+        try pace(event, by: confinedWrites, requester, detail: AppIdentity.auditDetail(requester.app, account: account))
+    }
+
+    /// The one way a confined app (`Requester.confinedKey`; the person's tools
+    /// are never counted) is held to a pace: past `limiter`'s count it hears
+    /// `rate_limited` with `retry_after` (and `message`, when there is one),
+    /// and the refusal is audited as `event` (repeats counted, not written).
+    nonisolated func pace(_ event: String, by limiter: Locked<LoginRateLimiter>, _ requester: Requester,
+                          detail: [String: JSON] = [:], message: LocalizedText? = nil) throws(VaultFailure) {
+        guard let key = requester.confinedKey, let wait = limiter.withLock({ $0.admit(key, now: now()) }) else { return }
+        audit.record(event, outcome: "rate_limited", detail: detail, requester: requester)
+        throw VaultFailure(.rateLimited, message: message, extra: ["retry_after": .int(Int64(wait))])
     }
 
     /// Deletes sessions locally first (unusable at once), then revokes their
