@@ -30,10 +30,22 @@ struct Dialog: Sendable {
     /// dialog makes the No button its default and focus, and marks OK as
     /// destructive (`OPTION sessionvault-keeps-no`; other pinentries ignore it).
     var keepsNo = false
+    /// A `CONFIRM` whose Yes gives an app something (the grant): a Yes that
+    /// comes sooner than `readingTime` after the question went out was a key
+    /// or a click meant for the window the person was using when the dialog
+    /// took the keyboard, so it is answered `.tooSoon` (any pinentry; the own
+    /// dialog, told by `OPTION sessionvault-read-first`, lets no key through
+    /// for that long itself).
+    var readFirst = false
 }
 
 extension Dialog {
     static let keepsNoOption = "sessionvault-keeps-no"
+    static let readFirstOption = "sessionvault-read-first"
+    /// Seconds from the question to a Yes that can have been read: a dialog
+    /// appears within 0.2 s (docs/benchmarks.md), and Firefox keeps an install
+    /// prompt's buttons off for 1 s for the same reason.
+    static let readingTime = 1.0
 }
 
 /// How a dialog was answered.
@@ -42,6 +54,8 @@ enum DialogAnswer: Sendable {
     case pin(SecureBytes, repeated: Bool)
     case ok
     case notOK
+    /// OK or not-OK to a `readFirst` question within `readingTime`: not taken.
+    case tooSoon
 }
 
 /// Where pinentry shows its window: the asking client's display (from its
@@ -100,6 +114,7 @@ extension Dialog {
             commands.append(("OPTION", "lc-ctype=C.UTF-8"))
         }
         if keepsNo { commands.append(("OPTION", Dialog.keepsNoOption)) }
+        if readFirst { commands.append(("OPTION", Dialog.readFirstOption)) }
         commands.append(("SETTITLE", title))
         commands.append(("SETDESC", description))
         if let prompt { commands.append(("SETPROMPT", prompt)) }
@@ -124,8 +139,10 @@ extension Dialog {
             try p.send(Assuan.line("GETPIN"))
             return try readPIN(p, deadline: deadline)
         case .confirm:
+            let asked = monotonicSeconds()
             try p.send(Assuan.line(oneButton ? "CONFIRM --one-button" : "CONFIRM"))
-            return try readConfirm(p, deadline: deadline)
+            let answer = try readConfirm(p, deadline: deadline)
+            return readFirst && monotonicSeconds() - asked < Dialog.readingTime ? .tooSoon : answer
         case .message:
             try p.send(Assuan.line("MESSAGE"))
             return try readConfirm(p, deadline: deadline)

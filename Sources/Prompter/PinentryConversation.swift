@@ -96,7 +96,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
                     switch answer {
                     case .success(.ok): result = buttons.first.map { .chose($0.value) } ?? .cancelled
                     case .success(.notOK): result = buttons.count > 1 ? .chose(buttons[1].value) : .cancelled
-                    case .success(.pin), .failure(.cancelled): result = .cancelled
+                    case .success(.pin), .success(.tooSoon), .failure(.cancelled): result = .cancelled
                     case .failure: continue
                     }
                     group.cancelAll()
@@ -127,7 +127,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         d.error = state.takePendingForQuestion()
         switch try await run(d) {
         case .pin(let bytes, _): return bytes
-        case .ok, .notOK: throw .cancelled
+        case .ok, .notOK, .tooSoon: throw .cancelled
         }
     }
 
@@ -159,7 +159,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         switch try await run(d) {
         case .ok: return true
         case .notOK: return false
-        case .pin: throw .cancelled
+        case .pin, .tooSoon: throw .cancelled
         }
     }
 
@@ -171,7 +171,7 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         switch try await run(d) {
         case .ok: return true
         case .notOK: return false
-        case .pin: throw .cancelled
+        case .pin, .tooSoon: throw .cancelled
         }
     }
 
@@ -192,15 +192,28 @@ public struct PinentryConversation: ClientConversation, RepeatingSecretConversat
         if !question.allowed.isEmpty {
             text += "\n\n" + Messages.otherAppsAllowed(question.allowed.map { AppName.display($0, language: language) }).text(language)
         }
-        let d = Dialog(kind: .confirm, title: Messages.dialogTitle.text(language), description: text,
-                       ok: Messages.dialogAllow.text(language), notOK: Messages.dialogOnlyThisTime.text(language),
-                       cancel: Messages.dialogDeny.text(language), timeout: prompter.timeout)
-        switch try await run(d) {
-        case .ok: return .allow
-        case .notOK: return .once
-        case .pin: return .deny
+        // The dialog takes the keyboard the moment it appears, so an app can
+        // raise it while the person types in another window and have their
+        // Enter allow it: a Yes before the question could be read is not
+        // taken; it is asked again, saying why, and closed after three.
+        for early in 0..<Self.answersTooSoonBeforeClosing {
+            let why = early == 0 ? "" : Messages.answeredBeforeRead.text(language) + "\n\n"
+            var d = Dialog(kind: .confirm, title: Messages.dialogTitle.text(language), description: why + text,
+                           ok: Messages.dialogAllow.text(language), notOK: Messages.dialogOnlyThisTime.text(language),
+                           cancel: Messages.dialogDeny.text(language), timeout: prompter.timeout)
+            d.readFirst = true
+            switch try await run(d) {
+            case .ok: return .allow
+            case .notOK: return .once
+            case .pin: return .deny
+            case .tooSoon: continue
+            }
         }
+        throw .cancelled
     }
+
+    /// A grant question answered too soon this many times in a row is closed (a No).
+    static let answersTooSoonBeforeClosing = 3
 
     /// One button per option. pinentry has three (OK, not-OK, Cancel), so
     /// with more than two options the second button says “Other choices”

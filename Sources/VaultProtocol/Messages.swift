@@ -699,6 +699,11 @@ extension Messages {
             en: "SessionVault cannot see which app this is, only the program it runs (\(program)). Allow it if you just opened an app that uses your login.",
             nb: "SessionVault kan ikke se hvilken app dette er, bare programmet den kjører (\(program)). Tillat det hvis du nettopp åpnet en app som bruker innloggingen din.")
     }
+    /// The grant dialog again, after a Yes that came before it could be read
+    /// (a key meant for another window: the dialog had just taken the keyboard).
+    public static let answeredBeforeRead = LocalizedText(
+        en: "A key was pressed just as this question appeared, before you could read it, so it was not taken as your answer. Read the question, then choose.",
+        nb: "En tast ble trykket akkurat da dette spørsmålet kom opp, før du kunne lese det, så den ble ikke tatt som svaret ditt. Les spørsmålet, og velg så.")
     /// The app asking shows the name of another app the person already allowed.
     public static func sameNameAsAllowed(_ name: String, asking: String, allowed: [String]) -> LocalizedText {
         let (name, asking, allowed) = (shown(name), shown(asking), allowed.map { shown($0) }.joined(separator: ", "))

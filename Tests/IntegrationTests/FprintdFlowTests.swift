@@ -241,7 +241,7 @@ final class FprintdFlowTests: VaultdTestCase {
         }
         let v = try start()
         let monitorLog = v.root + "/monitor.log"
-        FileManager.default.createFile(atPath: monitorLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: monitorLog, contents: nil)
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-monitor")
         monitor.arguments = ["--address", fixture.address, "type='method_call',member='ListEnrolledFingers'"]

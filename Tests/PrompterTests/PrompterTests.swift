@@ -1,6 +1,6 @@
 import Foundation
 import SodiumKit
-import VaultCore
+@testable import VaultCore
 import VaultFactor
 import XCTest
 @testable import Prompter
@@ -150,6 +150,33 @@ final class PrompterTests: XCTestCase {
         XCTAssertEqual(log.filter { $0 == "CONFIRM" }.count, 2)
         XCTAssertTrue(log.contains("SETOK Turn on"), "\(log)")
         XCTAssertTrue(log.contains("SETNOTOK Not now"), "\(log)")
+    }
+
+    /// The attacker: an app raises the grant dialog while the person is
+    /// typing in another window, and the dialog, which takes the keyboard as
+    /// it appears, gets their Enter (`ok-at-once`). Not taken: asked again
+    /// saying why, closed (a No) after three; a Yes after reading is taken.
+    func testAGrantAnsweredBeforeItCouldBeReadIsAskedAgain() async throws {
+        let question = GrantQuestion(app: AppIdentity(kind: .flatpak, name: "org.example.Chat"), account: "kari",
+                                     provider: "BankID", allowed: [], othersAllowed: [])
+        let typing = conversation(try prompter(script: ["ok-at-once", "notok-at-once", "ok-at-once"]))
+        await expectError(.cancelled) { _ = try await typing.askGrant(question) }
+        XCTAssertEqual(log.filter { $0 == "CONFIRM" }.count, 3)
+        XCTAssertEqual(log.filter { $0 == "OPTION sessionvault-read-first" }.count, 3)
+        let asked = log.filter { $0.hasPrefix("SETDESC ") }
+        XCTAssertFalse(asked[0].contains("A key was pressed"), "\(asked[0])")
+        XCTAssertTrue(asked[1].hasPrefix("SETDESC A key was pressed just as this question appeared"), "\(asked[1])")
+
+        try FileManager.default.removeItem(atPath: logPath)
+        let read = conversation(try prompter(script: ["ok-at-once", "ok"]))
+        let answer = try await read.askGrant(question)
+        XCTAssertEqual(answer, .allow)
+        XCTAssertEqual(log.filter { $0 == "CONFIRM" }.count, 2)
+        // A No (Deny, which vaultd hears as the dialog closed) is taken however soon it comes: it gives nothing away.
+        try FileManager.default.removeItem(atPath: logPath)
+        let no = conversation(try prompter(script: ["cancel"]))
+        await expectError(.cancelled) { _ = try await no.askGrant(question) }
+        XCTAssertEqual(log.filter { $0 == "CONFIRM" }.count, 1)
     }
 
     func testProviderChoiceWithMoreProvidersThanButtons() async throws {

@@ -164,6 +164,17 @@ def another_app_asks(work, socket_path, env, lang="en"):
     return subprocess.Popen([other, asker, lang], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def window_shown(name, timeout=20):
+    """When a visible X window named `name` appeared (time.monotonic()), polled
+    closely so that a key can follow at once; None if none did."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if subprocess.run(["xdotool", "search", "--onlyvisible", "--name", name], capture_output=True).returncode == 0:
+            return time.monotonic()
+        time.sleep(0.02)
+    return None
+
+
 def demo_browser_path(work, gate=None):
     """A directory for the front of vaultd's PATH whose xdg-open plays the person in
     the browser (scripts/demo-browser, as TEST_USER, default Kari): vaultd opens the
@@ -554,15 +565,31 @@ def main():
             # interpreter under another name, so vaultd sees another app) asks for Kari's
             # session. Its three choices are named, each has a mnemonic, Allow is the
             # focused main action; Alt+O answers "Only this time", Alt+D "Deny".
+            # The attacker first (on X, where xdotool sees the window appear): the app
+            # raises the dialog while the person types elsewhere, and their Enter comes
+            # as it appears. The dialog takes no key for its first second (vaultd would
+            # not take a Yes that soon either), so the Enter allows nothing.
             r = subprocess.run(ctl + ["unlock", "pin"], input=PIN + "\n", capture_output=True, text=True, env=env)
             check(r.returncode == 0, "unlocked for the grant dialog: %s" % r.stderr.strip())
             for key, answer in (("alt+o", {"token": "AT-a11y"}), ("alt+d", {"error": "app_not_allowed"})):
                 app = another_app_asks(work, socket_path, env)
+                shown = time.monotonic()
+                if not WAYLAND:
+                    shown = window_shown("SessionVault")
+                    check(shown is not None, "grant: the dialog's window appeared")
+                    keypress("Return")
+                    time.sleep(0.3)
+                    check(app.poll() is None, "grant: Enter pressed as the dialog appeared answered nothing")
+                    shown = shown or time.monotonic()
                 nodes = dialog_tree("to use your")
                 check(nodes is not None, "grant: the dialog is in the accessible tree")
                 names, focused = choices(nodes)
                 check(names == ["Allow", "Deny", "Only this time"], "grant: its three choices are named buttons (%r)" % names)
                 check(focused == ["Allow"], "grant: focus starts on Allow, the main action (%r)" % focused)
+                check(not any("A key was pressed" in n["name"] for n in nodes or []),
+                      "grant: the early Enter did not reach the dialog (it was not asked again)")
+                # A person who has read it answers.
+                time.sleep(max(0.0, shown + 1.2 - time.monotonic()))
                 keypress(key)
                 got = app.communicate(timeout=40)[0].strip()
                 check(json.loads(got or "{}") == answer, "grant: %s answered %r (%r)" % (key, answer, got))

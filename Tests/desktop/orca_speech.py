@@ -240,13 +240,15 @@ def buttons_said(said, button):
     return {t[:t.index(" " + button)] for t in said if (" " + button) in t}
 
 
-def question(orca, lang, tag, asks, focused, others, timeout=15):
+def question(orca, lang, tag, asks, focused, others, timeout=15, listen=0.0):
     """A dialog with buttons, heard as it appears: Orca names it ("SessionVault
     dialog") with what it asks (`asks`, each said), then the focused button;
     Tab after Tab says each of the `others` by name and role. Nothing is pressed
-    until the focused button was said."""
+    until the focused button was said, and `listen` seconds more (the person
+    hears the question out)."""
     w = WORDS[lang]
     said = orca.speech.until(lambda s: s.startswith(focused + " " + w["button"]), timeout=timeout)
+    time.sleep(listen)
     check(any(("SessionVault " + w["dialog"]) in s and all(a in s for a in asks) for s in said),
           "%s: %s: when it appears, Orca names the dialog and says what it asks (%r)" % (lang, tag, asks[-1]))
     check(any(s.startswith(focused + " " + w["button"]) for s in said),
@@ -265,7 +267,9 @@ def grant(orca, lang, work, socket_path, env):
     its mnemonic (English: Alt+O, Only this time; bokmål: Alt+A, Avslå)."""
     w = WORDS[lang]
     app = another_app_asks(work, socket_path, env, lang)
-    question(orca, lang, "grant", [w["grant"]], w["allow"], w["grant_others"])
+    # The dialog takes no key for its first second (a key then was meant for another
+    # window): the person hears the question out first, as Orca says it.
+    question(orca, lang, "grant", [w["grant"]], w["allow"], w["grant_others"], listen=1.1)
     key(w["grant_key"])
     try:
         got = app.communicate(timeout=40)[0].strip()

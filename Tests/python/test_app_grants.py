@@ -294,6 +294,35 @@ class TestAppGrants(FakePinentryTestCase):
         self.assertEqual(self.sandboxed(OTHER, "session", account="liv").get("ok", {}).get("access_token"), "AT-liv")
         self.assertEqual(len(self.dialogs()), shown + 1)
 
+    def test_an_allow_pressed_before_the_question_could_be_read_is_not_taken(self):
+        """The attacker: an app raises the grant dialog while the person types in another
+        window; the dialog takes the keyboard as it appears and gets their Enter (the
+        scripted dialog answers at once). Not a grant: asked again, saying why, and after
+        three such answers the app is refused. An Allow that comes once the question could
+        be read is taken."""
+        self.script()
+        self.assertIn("ok", self.sandboxed(APP, "import", account="mia"))
+        self.addCleanup(self.vaultctl, "logout", "mia")
+        shown = len(self.dialogs())
+        self.script("ok-at-once", "notok-at-once", "ok-at-once")
+        refused = self.sandboxed(OTHER, "session", account="mia")
+        self.assertEqual(refused.get("error"), "app_not_allowed", refused)
+        self.assertNotIn("mia", self.grants().get(OTHER, {}).get("accounts", []))
+        asked = self.dialogs()[shown:]
+        self.assertEqual(len(asked), 3, asked)
+        self.assertFalse(any("A key was pressed" in l for l in asked[0]), asked[0])
+        for d in asked[1:]:
+            self.assertIn("SETDESC A key was pressed just as this question appeared, before you could read it, "
+                          "so it was not taken as your answer.", "\n".join(d))
+        self.after_a_no()
+        self.script("ok-at-once", "ok")
+        got = self.sandboxed(OTHER, "session", account="mia", lang="nb")
+        self.assertEqual(got.get("ok", {}).get("access_token"), "AT-mia", got)
+        self.assertIn("mia", self.grants()[OTHER]["accounts"])
+        again = self.dialogs()[shown + 3:]
+        self.assertEqual(len(again), 2, again)
+        self.assertIn("En tast ble trykket akkurat da dette spørsmålet kom opp", "\n".join(again[1]))
+
     def watcher(self, app_id):
         """A sandboxed app watching vault events; its stdout yields them, one JSON line each."""
         p = subprocess.Popen(self.sandbox_command(app_id, "/usr/bin/python3", "-c", SANDBOXED_WATCHER, self.vaultd.socket),
