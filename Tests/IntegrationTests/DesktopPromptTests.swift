@@ -311,7 +311,7 @@ final class DesktopPromptTests: VaultdTestCase {
     /// question (No first, Tab to Cancel and Yes, Alt+N) and the fingerprint's wait are
     /// announced the same way. The settings app: Tab says the Lock button, each unlock
     /// method's state ("Fingerprint enabled" / "Fingeravtrykk er slått på") and its
-    /// buttons; Orca+KP_Enter names the window.
+    /// buttons, and no row "not selected"; Orca+KP_Enter names the window.
     func testOrcaSpeaksTheDialog() throws {
         let r = try runOrcaScript(on: nil, timeout: 240)
         assertOrcaHeardEveryDialog(r, onWayland: false)
@@ -321,7 +321,7 @@ final class DesktopPromptTests: VaultdTestCase {
     struct OrcaWords {
         let lang, button, password, field, cancel, type, again, againKey, grantOthers, grantKey: String
         let login, provider, otherProvider, offer, turnOn, notNow, offerKey, currentPIN, choose, mismatch: String
-        let pinSet, close, startOver, no, yes, touch, usePIN, lock, unlock, fingerprintOn, pinOn: String
+        let pinSet, close, startOver, no, yes, touch, usePIN, lock, unlock, fingerprintOn, pinOn, listBox, notSelected: String
         let fingerprintButtons, pinButtons: [String]
     }
 
@@ -335,6 +335,7 @@ final class DesktopPromptTests: VaultdTestCase {
                   mismatch: "The two PINs were not the same. Let's start again.", pinSet: "PIN is set up.", close: "Close",
                   startOver: "Start over?", no: "No", yes: "Yes", touch: "Touch the fingerprint reader", usePIN: "Use PIN instead",
                   lock: "Lock", unlock: "Unlock methods", fingerprintOn: "Fingerprint enabled", pinOn: "PIN enabled",
+                  listBox: "list box", notSelected: "not selected",
                   fingerprintButtons: ["Set up again", "Turn off"], pinButtons: ["Change PIN", "Remove PIN"]),
         OrcaWords(lang: "nb", button: "trykknapp", password: "passordtekst", field: "PIN-kode:", cancel: "Avbryt",
                   type: "Skriv inn PIN-koden:", again: "Skriv den samme PIN-koden en gang til:", againKey: "alt+s",
@@ -345,7 +346,7 @@ final class DesktopPromptTests: VaultdTestCase {
                   mismatch: "De to PIN-kodene var ikke like. Vi begynner på nytt.", pinSet: "PIN-kode er satt opp.", close: "Lukk",
                   startOver: "Begynne på nytt?", no: "Nei", yes: "Ja", touch: "Berør fingeravtrykkleseren",
                   usePIN: "Bruk PIN-kode i stedet", lock: "Lås", unlock: "Opplåsing", fingerprintOn: "Fingeravtrykk er slått på",
-                  pinOn: "PIN-kode er slått på", fingerprintButtons: ["Sett opp på nytt", "Slå av"],
+                  pinOn: "PIN-kode er slått på", listBox: "listeboks", notSelected: "ikke valgt", fingerprintButtons: ["Sett opp på nytt", "Slå av"],
                   pinButtons: ["Bytt PIN-kode", "Fjern PIN-kode"]),
     ]
 
@@ -398,17 +399,19 @@ final class DesktopPromptTests: VaultdTestCase {
                        "\(l): fingerprint: a scan ended the wait and the app got its session",
                        "\(l): settings: as the window opens, Orca says where the focus is: the Lock button",
                        "\(l): settings: Tab on: Orca says the Lock button ('\(w.lock) \(b)')",
-                       "\(l): settings: Tab on: Orca says the fingerprint's state, with its heading ('\(w.unlock).' '\(w.fingerprintOn)')",
+                       "\(l): settings: Tab on: Orca says the fingerprint's state, with its heading ('\(w.unlock)' '\(w.fingerprintOn)')",
                        "\(l): settings: Tab on: Orca says the fingerprint's buttons ("
                            + w.fingerprintButtons.map { "'\($0) \(b)'" }.joined(separator: " ") + ")",
                        "\(l): settings: Tab on: Orca says the PIN's state ('\(w.pinOn)')",
                        "\(l): settings: Tab on: Orca says the PIN's buttons ("
-                           + w.pinButtons.map { "'\($0) \(b)'" }.joined(separator: " ") + ")"]
+                           + w.pinButtons.map { "'\($0) \(b)'" }.joined(separator: " ") + ")",
+                       "\(l): settings: no row is said to be '\(w.notSelected)' (heard 0 times)"]
             // Orca 43 hears no key of a GTK 4 window on Wayland: no Orca command there.
             if !onWayland { checks.append("\(l): settings: Orca+KP_Enter: Orca names the window ('SessionVault')") }
             said += ["\(w.field) \(w.password).", "\(w.cancel) \(b).", "OK \(b).", "\(w.provider) \(b).", "\(w.turnOn) \(b).",
                      "\(w.notNow) \(b).", "\(w.again) \(w.password).", w.mismatch, "\(w.close) \(b).", "\(w.no) \(b).",
-                     "\(w.yes) \(b).", "\(w.usePIN) \(b).", "\(w.lock) \(b).", "\(w.fingerprintOn).", "\(w.pinOn)."]
+                     "\(w.yes) \(b).", "\(w.usePIN) \(b).", "\(w.lock) \(b).", "\(w.unlock) \(w.listBox)", "\(w.fingerprintOn).",
+                     "\(w.pinOn)."]
                 .map { "\(l) SPEECH OUTPUT: '\($0)'" }
             said.append("\(l) SPEECH OUTPUT: 'SessionVault dialog \(l == "en" ? "‘python3.11’ wants to use your login." : "«python3.11» vil bruke innloggingen din.")  \(w.pinSet)'")
             if !onWayland { said.append("\(l) SPEECH OUTPUT: 'SessionVault'") }

@@ -133,7 +133,7 @@ WORDS = {
            "title_key": "Insert+KP_Enter",
            "lock": "Lock", "unlock": "Unlock methods", "fingerprint_on": "Fingerprint enabled",
            "fingerprint_buttons": ("Set up again", "Turn off"), "pin_on": "PIN enabled",
-           "pin_buttons": ("Change PIN", "Remove PIN")},
+           "pin_buttons": ("Change PIN", "Remove PIN"), "not_selected": "not selected"},
     "nb": {"dialog": "dialog", "button": "trykknapp", "password": "passordtekst",
            "app": "vil bruke innloggingen din", "type": "Skriv inn PIN-koden:", "field": "PIN-kode:",
            "cancel": "Avbryt", "ok": "OK", "wrong": "Det stemte ikke",
@@ -152,7 +152,7 @@ WORDS = {
            "title_key": "Insert+KP_Enter",
            "lock": "Lås", "unlock": "Opplåsing", "fingerprint_on": "Fingeravtrykk er slått på",
            "fingerprint_buttons": ("Sett opp på nytt", "Slå av"), "pin_on": "PIN-kode er slått på",
-           "pin_buttons": ("Bytt PIN-kode", "Fjern PIN-kode")},
+           "pin_buttons": ("Bytt PIN-kode", "Fjern PIN-kode"), "not_selected": "ikke valgt"},
 }
 
 
@@ -360,7 +360,7 @@ def settings_window(orca, lang, env):
                 break
         heard = [t for t in said if t != "tab "]
         for tag, expected in (("the Lock button", [lock]),
-                              ("the fingerprint's state, with its heading", [w["unlock"] + ".", w["fingerprint_on"]]),
+                              ("the fingerprint's state, with its heading", [w["unlock"], w["fingerprint_on"]]),
                               ("the fingerprint's buttons", [b + " " + w["button"] for b in w["fingerprint_buttons"]]),
                               ("the PIN's state", [w["pin_on"]]),
                               ("the PIN's buttons", [b + " " + w["button"] for b in w["pin_buttons"]])):
@@ -369,6 +369,10 @@ def settings_window(orca, lang, env):
             ok = None not in at and at == sorted(at)
             check(ok, "%s: settings: Tab on: Orca says %s (%s)" % (lang, tag, " ".join(repr(e) for e in expected)))
             heard = heard[at[-1] + 1:] if ok else heard
+        # A row of settings is no choice in a list: Orca says "not selected" after any
+        # list item in a list that offers selection, which every GTK 4.8 list box does.
+        noise = [t for t in said if t.startswith(w["not_selected"])]
+        check(not noise, "%s: settings: no row is said to be %r (heard %d times)" % (lang, w["not_selected"], len(noise)))
         if not WAYLAND:
             key(w["title_key"])
             # Exactly the title: a key Orca did not take would press the focused Remove PIN,
