@@ -56,7 +56,23 @@ struct BrowserPage: Sendable {
 /// decides the login. Other paths get 404; later redirects get "already
 /// handled". Requests whose `Host` is not the loopback address (a
 /// DNS-rebinding page) are refused.
+///
+/// Connections that send no request cost vaultd a descriptor and buffers
+/// each, and any local process can open them for as long as the login waits:
+/// so at most `Limits.connections` are held at once (a new one closes the
+/// oldest that has sent nothing, so a pile of idle ones never keeps the
+/// browser out), and one that has sent no whole request within
+/// `Limits.requestWithin` is closed.
 final class LoopbackListener: Sendable {
+    /// Limits against other local processes, as sshd's `MaxStartups` and
+    /// `LoginGraceTime`. A browser sends its redirect as soon as it connects.
+    struct Limits: Sendable {
+        /// Connections held at once, the redirect's own included.
+        var connections = 32
+        /// Time from connect to a whole request.
+        var requestWithin: TimeAmount = .seconds(10)
+    }
+
     struct Redirect: Sendable {
         var query: [(String, String)]
     }
@@ -85,7 +101,10 @@ final class LoopbackListener: Sendable {
         var reply: EventLoopPromise<BrowserPage>?
         var replyChannel: ObjectIdentifier?
         var children: [ObjectIdentifier: any Channel] = [:]
+        /// Connections that have sent no whole request yet, oldest first.
+        var silent: [ObjectIdentifier] = []
         var strayRequests = 0
+        var silentClosed = 0
     }
 
     let redirectURI: String
@@ -98,8 +117,11 @@ final class LoopbackListener: Sendable {
     private let state = Locked(State())
     private let serverChannel = Locked<(any Channel)?>(nil)
     private let eventLoop: any EventLoop
+    private let limits: Limits
 
-    private init(port: Int, path: String, language: Language, expectedState: String, eventLoop: any EventLoop) {
+    private init(port: Int, path: String, language: Language, expectedState: String, eventLoop: any EventLoop,
+                 limits: Limits) {
+        self.limits = limits
         self.port = port
         self.path = path
         self.language = language
@@ -110,7 +132,7 @@ final class LoopbackListener: Sendable {
 
     /// Binds the listener. Port 0 means an ephemeral port.
     static func start(group: any EventLoopGroup, port: UInt16, path: String, language: Language,
-                      expectedState: String) async throws(StartError) -> LoopbackListener {
+                      expectedState: String, limits: Limits = Limits()) async throws(StartError) -> LoopbackListener {
         let box = ListenerBox()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -137,7 +159,7 @@ final class LoopbackListener: Sendable {
             throw .failed
         }
         let listener = LoopbackListener(port: bound, path: path, language: language, expectedState: expectedState,
-                                        eventLoop: channel.eventLoop)
+                                        eventLoop: channel.eventLoop, limits: limits)
         listener.serverChannel.withLock { $0 = channel }
         box.listener = listener
         return listener
@@ -145,23 +167,45 @@ final class LoopbackListener: Sendable {
 
     fileprivate func register(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        let accepted = state.withLock { s -> Bool in
-            guard s.phase != .finished else { return false }
+        let (accepted, oldest) = state.withLock { s -> (Bool, (any Channel)?) in
+            guard s.phase != .finished else { return (false, nil) }
+            var oldest: (any Channel)?
+            if s.children.count >= limits.connections, !s.silent.isEmpty {
+                oldest = s.children.removeValue(forKey: s.silent.removeFirst())
+                s.silentClosed += 1
+            }
+            // Full of connections that each sent a request (only the redirect is held): refused.
+            guard s.children.count < limits.connections else { return (false, nil) }
             s.children[id] = channel
-            return true
+            s.silent.append(id)
+            return (true, oldest)
         }
+        oldest?.close(promise: nil)
         if !accepted {
             channel.close(promise: nil)
             return
         }
         channel.closeFuture.whenComplete { [weak self] _ in
-            _ = self?.state.withLock { $0.children.removeValue(forKey: id) }
+            self?.state.withLock { s in
+                s.children.removeValue(forKey: id)
+                s.silent.removeAll { $0 == id }
+            }
+        }
+        channel.eventLoop.scheduleTask(in: limits.requestWithin) { [weak self] in
+            let late = self?.state.withLock { s -> (any Channel)? in
+                guard let at = s.silent.firstIndex(of: id) else { return nil }
+                s.silent.remove(at: at)
+                s.silentClosed += 1
+                return s.children.removeValue(forKey: id)
+            }
+            late?.close(promise: nil)
         }
     }
 
     /// Called on the child channel's event loop for each complete request.
     fileprivate func handle(_ head: HTTPRequestHead, channel: any Channel) -> EventLoopFuture<BrowserPage> {
         let loop = channel.eventLoop
+        state.withLock { s in s.silent.removeAll { $0 == ObjectIdentifier(channel) } }
         // Split path and query; the path must match exactly.
         let uri = head.uri
         let pathPart: Substring
@@ -214,6 +258,9 @@ final class LoopbackListener: Sendable {
 
     /// Requests on the redirect path that lacked the login's `state` (ignored).
     var strayRequests: Int { state.withLock { $0.strayRequests } }
+
+    /// Connections closed before they sent a whole request (`Limits`).
+    var silentClosed: Int { state.withLock { $0.silentClosed } }
 
     /// Waits for the redirect. `timeout`: the login is abandoned (5 minutes
     /// without a redirect ends it as `timeout`).

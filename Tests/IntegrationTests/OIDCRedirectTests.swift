@@ -15,7 +15,11 @@ final class OIDCRedirectTests: OIDCTestCase {
     /// `forged_state` sends a redirect with someone else's state; `dup_state`
     /// repeats the right state; `stray_then_real` sends the forged one, writes
     /// its HTTP status to FORGE_OUT.stray, then logs in as scripts/demo-browser
-    /// (FORGE_REAL) does. It writes the redirect_uri to FORGE_OUT.
+    /// (FORGE_REAL) does; `held_then_real` first has another user (nobody, when
+    /// run as root) open 96 connections to the redirect port that send nothing or
+    /// half a request and keep them open, writes how many the listener closed (and
+    /// that user's uid) to FORGE_OUT.held, then logs in the same way while the
+    /// rest are still held. It writes the redirect_uri to FORGE_OUT.
     static let forgingBrowser = #"""
         #!/usr/bin/python3
         import os, sys, urllib.error, urllib.parse, urllib.request
@@ -25,7 +29,43 @@ final class OIDCRedirectTests: OIDCTestCase {
             f.write(q["redirect_uri"])
         mode = os.environ["FORGE_MODE"]
         iss = os.environ.get("FORGE_ISS", "")
+        HOLDER = r"""
+        import os, socket, sys, time
+        port, n = int(sys.argv[1]), int(sys.argv[2])
+        held = []
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            if i % 2:
+                s.send(b"GET /callback?state=")
+            s.setblocking(False)  # a peek below answers at once (with a timeout set, Python waits first)
+            held.append(s)
+        def closed(s):
+            try:
+                return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:
+                return True
+        deadline = time.time() + 30
+        while True:
+            count = sum(closed(s) for s in held)
+            if count >= n - 32 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        print(count, os.getuid(), flush=True)
+        time.sleep(60)  # holds the rest while the browser logs in, then stops by itself
+        """
         try:
+            if mode == "held_then_real":
+                port = urllib.parse.urlsplit(q["redirect_uri"]).port
+                other = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+                import subprocess
+                holder = subprocess.Popen(other + [sys.executable, "-c", HOLDER, str(port), "96"],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                          text=True, start_new_session=True)
+                with open(os.environ["FORGE_OUT"] + ".held", "w") as f:
+                    f.write(holder.stdout.readline())
+                os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
             if mode == "stray_then_real":
                 forged = [("code", "forged-code"), ("state", "not-the-state-of-this-login"), ("iss", iss)]
                 try:
@@ -114,6 +154,30 @@ final class OIDCRedirectTests: OIDCTestCase {
         XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "only the real code is exchanged")
         XCTAssertFalse(v.log.contains("not-the-state-of-this-login"), "the forged state was logged")
         XCTAssertTrue(v.log.contains("without this login's state"), "the ignored request is noted: \(v.log)")
+    }
+
+    /// Another user on the computer holds connections to the redirect port open
+    /// while the login waits, sending nothing: each held a descriptor and
+    /// buffers in vaultd until the login ended. The listener keeps at most 32,
+    /// closing the oldest silent one for each new one, so the person's browser
+    /// still gets in while the other user holds 32.
+    func testConnectionsHeldByAnotherUserDoNotPileUpOrKeepTheBrowserOut() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let out = v.root + "/redirect-held_then_real.txt"
+        let browser = try installForgingBrowser(v)
+        let r = ctl(v, ["login", bankid.profile, "--browser", browser, "--json"], stdin: "n\n",
+                    env: ["FORGE_MODE": "held_then_real", "FORGE_OUT": out, "FORGE_ISS": bankid.issuer,
+                          "FORGE_REAL": TestProvider.browser], timeout: 120)
+        XCTAssertEqual(r.exit, 0, "the browser logged in beside the held connections: \(r)")
+        let held = try String(contentsOfFile: out + ".held", encoding: .utf8).split(separator: " ").compactMap {
+            Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        XCTAssertEqual(held.count, 2, "the holder said what it saw: \(held)")
+        XCTAssertGreaterThanOrEqual(held.first ?? 0, 96 - 32, "vaultd held at most 32 of the 96 silent connections")
+        if getuid() == 0 { XCTAssertEqual(held.last, 65534, "the connections were another user's") }
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "the real code was exchanged")
+        XCTAssertTrue(v.log.contains("sent no request in time"), "the closed connections are noted: \(v.log)")
     }
 
     func testOnlyForgedRedirectsTimeOut() throws {

@@ -1,0 +1,102 @@
+import Foundation
+import Locking
+import NIOCore
+import NIOPosix
+import XCTest
+@testable import OIDCFactor
+import VaultFactor
+
+/// Another local process (any user may connect to 127.0.0.1) holding
+/// connections to the login's redirect port open without sending a request.
+extension FlowTests {
+    /// 96 connections that send nothing, or half a request, while the login
+    /// waits: each cost vaultd a descriptor and buffers until the login ended
+    /// (five minutes at most, then again for the next login). Now at most 32 are
+    /// held; each new one closes the oldest that has sent nothing, so the
+    /// browser's redirect, which comes while the last 32 are still open, logs in.
+    func testSilentConnectionsAreCappedAndTheBrowserStillGetsIn() async throws {
+        stub.update {
+            $0.idClaims = ["bankid_altsub": "altsub-kari", "name": "Kari Nordmann", "acr": "urn:bankid:bid;LOA=4"]
+        }
+        let attackers = 96
+        let held = Locked<[Int32]>([])
+        let closedBeforeTheRedirect = Locked<Int>(-1)
+        let browser = BrowserConversation { request in
+            guard let port = URLComponents(string: request.redirectURI)?.port else { return nil }
+            var sockets: [Int32] = []
+            for i in 0..<attackers {
+                let fd = silentConnection(to: port, sending: i % 2 == 0 ? "" : "GET /callback?state=")
+                if fd >= 0 { sockets.append(fd) }
+            }
+            held.withLock { $0 = sockets }
+            let closed = await closedByPeer(sockets, atLeast: attackers - 32)
+            closedBeforeTheRedirect.withLock { $0 = closed }
+            return await loggingIn(self.stub)(request)
+        }
+        var profile = stub.profile(.bankID(.test, clientID: "x"))
+        profile.redirectTimeout = .seconds(60)  // a debug build with sanitizers accepts slowly
+        let provider = OIDCProvider(profile: profile, http: sharedTestHTTP)
+        let login = try await provider.login(browser)
+        let sockets = held.withLock { $0 }
+        defer { sockets.forEach { _ = close($0) } }
+        XCTAssertEqual(sockets.count, attackers, "the attacker's connections were made")
+        XCTAssertGreaterThanOrEqual(closedBeforeTheRedirect.withLock { $0 }, attackers - 32,
+                                    "at most 32 silent connections are held")
+        XCTAssertEqual(login.subject, "altsub-kari", "the browser's redirect got in beside the 32 held")
+        let page = await browser.browserResult()
+        XCTAssertEqual(page?.status, 200)
+    }
+
+    /// A connection that sends no whole request within `requestWithin` is closed,
+    /// whether it sent nothing or half a request; one that sends its request in
+    /// time is answered.
+    func testAConnectionWithoutARequestInTimeIsClosed() async throws {
+        let listener = try await LoopbackListener.start(
+            group: MultiThreadedEventLoopGroup.singleton, port: 0, path: "/callback", language: .en,
+            expectedState: "s", limits: .init(connections: 32, requestWithin: .milliseconds(300)))
+        let quiet = silentConnection(to: listener.port, sending: "")
+        let half = silentConnection(to: listener.port, sending: "GET /callback?state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        defer { _ = close(quiet); _ = close(half) }
+        let closed = await closedByPeer([quiet, half], atLeast: 2)
+        XCTAssertEqual(closed, 2, "both were closed")
+        XCTAssertEqual(listener.silentClosed, 2)
+        let stray = try await browserGET("http://127.0.0.1:\(listener.port)/callback?state=other")
+        XCTAssertEqual(stray.status, 400, "a request in time is still answered")
+        await listener.finish(.notFound(.en))
+    }
+}
+
+/// A TCP connection to 127.0.0.1:`port` that sends `text` and then nothing.
+func silentConnection(to port: Int, sending text: String) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(fd)
+        return -1
+    }
+    if !text.isEmpty { _ = Array(text.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) } }
+    return fd
+}
+
+/// How many of `sockets` the other end has closed, waiting (up to 10 s) until
+/// at least `wanted` are.
+func closedByPeer(_ sockets: [Int32], atLeast wanted: Int) async -> Int {
+    var count = 0
+    for _ in 0..<200 {
+        count = sockets.filter { fd in
+            var byte: UInt8 = 0
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        }.count
+        if count >= wanted { break }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return count
+}
