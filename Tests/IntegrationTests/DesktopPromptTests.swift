@@ -311,7 +311,8 @@ final class DesktopPromptTests: VaultdTestCase {
     /// question (No first, Tab to Cancel and Yes, Alt+N) and the fingerprint's wait are
     /// announced the same way. The settings app: Tab says the Lock button, each unlock
     /// method's state ("Fingerprint enabled" / "Fingeravtrykk er slått på") and its
-    /// buttons, and no row "not selected"; Orca+KP_Enter names the window.
+    /// buttons, and no row "not selected" (opened with mutter as the X window manager,
+    /// as GNOME on Xorg); Orca+KP_Enter names the window.
     func testOrcaSpeaksTheDialog() throws {
         let r = try runOrcaScript(on: nil, timeout: 240)
         assertOrcaHeardEveryDialog(r, onWayland: false)
@@ -361,7 +362,7 @@ final class DesktopPromptTests: VaultdTestCase {
                       "the nb_NO.UTF-8 locale for Orca in bokmål", "PIN enrolled", "fingerprint: turned off again",
                       "nb: after a wrong PIN Orca says why ('Det stemte ikke')",
                       "the PIN is never spoken, whole or a digit at a time"]
-        if onWayland { checks.append("Wayland: mutter's RemoteDesktop takes keys") }
+        checks.append(onWayland ? "Wayland: mutter's RemoteDesktop takes keys" : "X: mutter manages the display's windows")
         var said: [String] = []
         for w in Self.orcaWords {
             let (l, b) = (w.lang, w.button)
@@ -434,9 +435,9 @@ final class DesktopPromptTests: VaultdTestCase {
     /// `cannotRunHere`: a failure under CI=true).
     func runOrcaScript(on display: [String: String]?, timeout: Double) throws -> ProcessOutcome {
         for tool in ["/usr/bin/orca", "/usr/bin/speech-dispatcher", "/usr/lib/speech-dispatcher-modules/sd_dummy",
-                     "/usr/bin/localedef"]
+                     "/usr/bin/localedef", "/usr/bin/mutter", "/usr/bin/xprop"]
         where !FileManager.default.isExecutableFile(atPath: tool) {
-            throw cannotRunHere("\(tool) is not installed (Debian: orca, speech-dispatcher, libc-bin; scripts/setup installs them)")
+            throw cannotRunHere("\(tool) is not installed (Debian: orca, speech-dispatcher, libc-bin, mutter, x11-utils; scripts/setup installs them)")
         }
         // Orca runs in bokmål from a locale built for the test (localedef), from the locales package's sources.
         guard FileManager.default.fileExists(atPath: "/usr/share/i18n/locales/nb_NO") else {
