@@ -180,6 +180,61 @@ final class OIDCRedirectTests: OIDCTestCase {
         XCTAssertTrue(v.log.contains("sent no request in time"), "the closed connections are noted: \(v.log)")
     }
 
+    /// A sandboxed app that starts a login was relayed its page (`open_url`), whose
+    /// address carries the login's `state`: it could answer the redirect port before
+    /// the person's browser, with a code of its own getting (one it got by logging in
+    /// as someone else with the same request: on a new vault that someone would
+    /// become its owner). The app here sends a code of its own at once, as the
+    /// person logs in: without the change it was sent the page and its code was
+    /// taken as the redirect, and the person's login was lost. A confined app is
+    /// never sent the page: it asks vaultd to open it (`"prompter": "vault"`).
+    func testASandboxedAppIsNeverSentTheLoginPage() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid], tableExtra: ["bankid": "redirect_timeout = 5"])
+        let starts = """
+            import json, socket, sys, urllib.error, urllib.parse, urllib.request
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(60)
+            s.connect(sys.argv[1])
+            f = s.makefile("rb")
+            def send(o):
+                s.sendall(json.dumps(o).encode() + b"\\n")
+            send({"id": 1, "op": "hello", "version": 1, "interactive": True})
+            json.loads(f.readline())
+            send({"id": 2, "op": "login", "provider": "\(bankid.profile)"})
+            kinds, injected = [], None
+            while True:
+                m = json.loads(f.readline())
+                if m.get("event") == "prompt":
+                    p = m["prompt"]
+                    kinds.append(p.get("kind"))
+                    if p.get("kind") == "open_url":
+                        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(p["url"]).query))
+                        forged = [("code", "a-code-of-its-own"), ("state", q["state"]), ("iss", "\(bankid.issuer)")]
+                        try:
+                            injected = urllib.request.urlopen(q["redirect_uri"] + "?" + urllib.parse.urlencode(forged), timeout=30).status
+                        except urllib.error.HTTPError as e:
+                            injected = e.code
+                    elif p.get("kind") != "message":
+                        send({"id": "a", "op": "answer", "pid": p["pid"], "cancel": True})
+                elif m.get("id") == 2:
+                    print(json.dumps({"prompts": kinds, "injected": injected, "answer": m}))
+                    break
+            """
+        let r = try runSandboxed(appID: "org.example.Nabo", script: starts, socketPath: v.socketPath, scratch: v.root)
+        guard let last = r.out.split(separator: "\n").last, let said = try? JSON.parse(String(last)) else {
+            return XCTFail("the sandboxed app said nothing readable: \(r.out) \(r.err)")
+        }
+        XCTAssertFalse(said["prompts"]?.arrayValue?.contains("open_url") ?? true, "the login's page was sent to a sandboxed app: \(r.out) \(r.err)")
+        XCTAssertEqual(said["injected"], .null, "the sandboxed app answered the redirect port: \(r.out)")
+        XCTAssertEqual(said["answer"]?["error"]?["code"], "bad_request", r.out)
+        XCTAssertEqual(said["answer"]?["error"]?["message"]?.stringValue,
+                       "Logging in with BankID needs a browser. Start the login from your app", r.out)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0, "no code was exchanged")
+        // The control: the person's own vaultctl is sent the page and logs in.
+        XCTAssertEqual(login(v, bankid.profile).exit, 0)
+    }
+
     func testOnlyForgedRedirectsTimeOut() throws {
         let bankid = try startProvider("bankid")
         let v = try startVaultd(providers: [bankid], tableExtra: ["bankid": "redirect_timeout = 3"])
