@@ -189,7 +189,7 @@ let package = Package(
 
         // OpenID Connect logins (BankID, Vipps, ID-porten, any issuer): discovery, PKCE, loopback redirect, JWKS.
         .target(name: "OIDCFactor", dependencies: [
-            "VaultFactor", "Locking", "OIDCToken",
+            "VaultFactor", "Locking", "OIDCToken", "CVaultShims",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,9 +1,13 @@
+import CVaultShims
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Locking
 import OIDCToken
 import VaultFactor
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The page the browser shows after the redirect: plain HTML, no scripts, no
 /// links, no styles from elsewhere. Says in the person's language what happened.
@@ -50,12 +54,16 @@ struct BrowserPage: Sendable {
 /// It hands exactly one request on the redirect path to the login flow — the
 /// first that carries this login's `state` — holds that browser request open
 /// until the flow says how the login ended, then answers it with a page and
-/// closes everything. Any local process (another user's too) can reach the
-/// port, so a request without the right `state` gets a 400 page and the
-/// listener keeps waiting: a stray or hostile request neither ends nor
-/// decides the login. Other paths get 404; later redirects get "already
-/// handled". Requests whose `Host` is not the loopback address (a
-/// DNS-rebinding page) are refused.
+/// closes everything. Any local process can reach the port, and the
+/// login's address, `state` and all, is on the browser's command line, which
+/// every user of the computer can read (`ps`): so a connection is served only
+/// when the kernel's socket table says this user's own program made it
+/// (another user could otherwise log in with that address as themselves and
+/// have their browser bring the provider's answer here first). A request
+/// without the right `state` gets a 400 page and the listener keeps waiting:
+/// a stray or hostile request neither ends nor decides the login. Other paths
+/// get 404; later redirects get "already handled". Requests whose `Host` is
+/// not the loopback address (a DNS-rebinding page) are refused.
 ///
 /// Connections that send no request cost vaultd a descriptor and buffers
 /// each, and any local process can open them for as long as the login waits:
@@ -105,6 +113,7 @@ final class LoopbackListener: Sendable {
         var silent: [ObjectIdentifier] = []
         var strayRequests = 0
         var silentClosed = 0
+        var otherUsersRefused = 0
     }
 
     let redirectURI: String
@@ -167,8 +176,13 @@ final class LoopbackListener: Sendable {
 
     fileprivate func register(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
+        let ours = LoopbackListener.madeByThisUser(channel)
         let (accepted, oldest) = state.withLock { s -> (Bool, (any Channel)?) in
             guard s.phase != .finished else { return (false, nil) }
+            guard ours else {
+                s.otherUsersRefused += 1
+                return (false, nil)
+            }
             var oldest: (any Channel)?
             if s.children.count >= limits.connections, !s.silent.isEmpty {
                 oldest = s.children.removeValue(forKey: s.silent.removeFirst())
@@ -200,6 +214,15 @@ final class LoopbackListener: Sendable {
             }
             late?.close(promise: nil)
         }
+    }
+
+    /// Whether the program at the other end of `channel` runs as this user:
+    /// the kernel names the owner of the connecting socket. Unknown is no.
+    static func madeByThisUser(_ channel: any Channel) -> Bool {
+        guard case .v4(let peer)? = channel.remoteAddress, case .v4(let here)? = channel.localAddress else { return false }
+        let owner = sv_tcp4_owner(peer.address.sin_addr.s_addr, UInt16(bigEndian: peer.address.sin_port),
+                                  here.address.sin_addr.s_addr, UInt16(bigEndian: here.address.sin_port))
+        return owner >= 0 && owner == Int(getuid())
     }
 
     /// Called on the child channel's event loop for each complete request.
@@ -261,6 +284,9 @@ final class LoopbackListener: Sendable {
 
     /// Connections closed before they sent a whole request (`Limits`).
     var silentClosed: Int { state.withLock { $0.silentClosed } }
+
+    /// Connections refused because another user's program made them.
+    var otherUsersRefused: Int { state.withLock { $0.otherUsersRefused } }
 
     /// Waits for the redirect. `timeout`: the login is abandoned (5 minutes
     /// without a redirect ends it as `timeout`).

@@ -144,6 +144,9 @@ public final class OIDCProvider: IdentityProvider {
         if listener.strayRequests > 0 {
             diagnostics("ignored \(listener.strayRequests) request(s) on the redirect path without this login's state")
         }
+        if listener.otherUsersRefused > 0 {
+            diagnostics("refused \(listener.otherUsersRefused) connection(s) to the redirect port from another user's programs")
+        }
         if listener.silentClosed > 0 {
             diagnostics("closed \(listener.silentClosed) connection(s) to the redirect port that sent no request in time")
         }

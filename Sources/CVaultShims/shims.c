@@ -9,6 +9,10 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <netinet/in.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
 #include "vault_shims.h"
 
 int sv_set_not_dumpable(void) {
@@ -89,4 +93,54 @@ int sv_pin_thread(int cpu) {
         if (cpu < 0 || c == cpu) CPU_SET(c, &set);
     }
     return sched_setaffinity(0, sizeof set, &set);
+}
+
+long sv_tcp4_owner(unsigned int local_addr, unsigned short local_port,
+                   unsigned int remote_addr, unsigned short remote_port) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -2;
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;  /* one socket by its address, not a dump */
+    message.request.sdiag_family = AF_INET;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_src[0] = local_addr;
+    message.request.id.idiag_sport = htons(local_port);
+    message.request.id.idiag_dst[0] = remote_addr;
+    message.request.id.idiag_dport = htons(remote_port);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    if (sendto(fd, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) != (ssize_t)sizeof message) {
+        close(fd);
+        return -2;
+    }
+    union { struct nlmsghdr header; char bytes[4096]; } reply;
+    ssize_t got;
+    do { got = recv(fd, &reply, sizeof reply, 0); } while (got < 0 && errno == EINTR);
+    close(fd);
+    if (got < 0) return -2;
+    int length = (int)got;
+    for (struct nlmsghdr *h = &reply.header; NLMSG_OK(h, length); h = NLMSG_NEXT(h, length)) {
+        if (h->nlmsg_type == NLMSG_ERROR) {
+            const struct nlmsgerr *error = NLMSG_DATA(h);
+            return error->error == -ENOENT ? -1 : -2;
+        }
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) continue;
+        const struct inet_diag_msg *found = NLMSG_DATA(h);
+        /* The lookup falls back to a listener on the local port: only the very
+           connection counts. A TIME_WAIT remnant reports uid 0 but has no owner. */
+        enum { tcp_time_wait = 6 };
+        if (found->id.idiag_src[0] != local_addr || found->id.idiag_sport != htons(local_port) ||
+            found->id.idiag_dst[0] != remote_addr || found->id.idiag_dport != htons(remote_port) ||
+            found->idiag_state == tcp_time_wait) return -1;
+        return (long)found->idiag_uid;
+    }
+    return -2;
 }

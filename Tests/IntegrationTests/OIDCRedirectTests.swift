@@ -1,5 +1,6 @@
 import Foundation
 import VaultProtocol
+import VaultTestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -17,9 +18,15 @@ final class OIDCRedirectTests: OIDCTestCase {
     /// its HTTP status to FORGE_OUT.stray, then logs in as scripts/demo-browser
     /// (FORGE_REAL) does; `held_then_real` first has another user (nobody, when
     /// run as root) open 96 connections to the redirect port that send nothing or
-    /// half a request and keep them open, writes how many the listener closed (and
-    /// that user's uid) to FORGE_OUT.held, then logs in the same way while the
-    /// rest are still held. It writes the redirect_uri to FORGE_OUT.
+    /// half a request and keep them open, waits until the listener closed all of
+    /// them (another user's) or 64 (its own), writes how many it closed (and that
+    /// user's uid) to FORGE_OUT.held, then logs in the same way while the rest
+    /// are still held; `other_user_logs_in` first has another user read the
+    /// login's address from this browser's command line (as `ps` shows it to
+    /// anyone) and log in with it as Ola, following the provider's redirect to
+    /// the port as their own browser would, writes that user's uid, whether the
+    /// address was found and the answer it got to FORGE_OUT.other, then logs in.
+    /// It writes the redirect_uri to FORGE_OUT.
     static let forgingBrowser = #"""
         #!/usr/bin/python3
         import os, sys, urllib.error, urllib.parse, urllib.request
@@ -31,7 +38,7 @@ final class OIDCRedirectTests: OIDCTestCase {
         iss = os.environ.get("FORGE_ISS", "")
         HOLDER = r"""
         import os, socket, sys, time
-        port, n = int(sys.argv[1]), int(sys.argv[2])
+        port, n, enough = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
         held = []
         for i in range(n):
             s = socket.create_connection(("127.0.0.1", port), timeout=20)
@@ -49,18 +56,46 @@ final class OIDCRedirectTests: OIDCTestCase {
         deadline = time.time() + 30
         while True:
             count = sum(closed(s) for s in held)
-            if count >= n - 32 or time.time() > deadline:
+            if count >= enough or time.time() > deadline:
                 break
             time.sleep(0.05)
         print(count, os.getuid(), flush=True)
         time.sleep(60)  # holds the rest while the browser logs in, then stops by itself
         """
+        SNOOPER = r"""
+        import os, urllib.error, urllib.request
+        address = None
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            address = next((a.decode() for a in args if a.startswith(b"http") and b"redirect_uri=" in a and b"state=" in a), address)
+        print(os.getuid(), address is not None, flush=True)
+        if address:
+            try:
+                answer = urllib.request.urlopen(address + "&test_user=ola", timeout=30).status
+            except urllib.error.HTTPError as e:
+                answer = e.code
+            except Exception as e:
+                answer = type(e).__name__
+            print(answer, flush=True)
+        """
         try:
+            if mode == "other_user_logs_in":
+                other = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+                import subprocess
+                snooper = subprocess.run(other + [sys.executable, "-c", SNOOPER], stdin=subprocess.DEVNULL,
+                                         capture_output=True, text=True, timeout=60)
+                with open(os.environ["FORGE_OUT"] + ".other", "w") as f:
+                    f.write(snooper.stdout)
+                os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
             if mode == "held_then_real":
                 port = urllib.parse.urlsplit(q["redirect_uri"]).port
                 other = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
                 import subprocess
-                holder = subprocess.Popen(other + [sys.executable, "-c", HOLDER, str(port), "96"],
+                holder = subprocess.Popen(other + [sys.executable, "-c", HOLDER, str(port), "96", "96" if other else "64"],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           text=True, start_new_session=True)
                 with open(os.environ["FORGE_OUT"] + ".held", "w") as f:
@@ -117,12 +152,13 @@ final class OIDCRedirectTests: OIDCTestCase {
         return p
     }
 
-    func forgedLogin(_ v: VaultdProcess, provider: TestProvider, mode: String) throws -> (CtlRun, UInt16) {
+    func forgedLogin(_ v: VaultdProcess, provider: TestProvider, mode: String,
+                     timeout: Double = 45) throws -> (CtlRun, UInt16) {
         let browser = try installForgingBrowser(v)
         let out = v.root + "/redirect-\(mode).txt"
         let r = ctl(v, ["login", provider.profile, "--browser", browser, "--json"], stdin: "n\n",
                     env: ["FORGE_MODE": mode, "FORGE_OUT": out, "FORGE_ISS": provider.issuer,
-                          "FORGE_REAL": TestProvider.browser], timeout: 45)
+                          "FORGE_REAL": TestProvider.browser], timeout: timeout)
         return (r, try redirectPort(out))
     }
 
@@ -158,26 +194,57 @@ final class OIDCRedirectTests: OIDCTestCase {
 
     /// Another user on the computer holds connections to the redirect port open
     /// while the login waits, sending nothing: each held a descriptor and
-    /// buffers in vaultd until the login ended. The listener keeps at most 32,
-    /// closing the oldest silent one for each new one, so the person's browser
-    /// still gets in while the other user holds 32.
+    /// buffers in vaultd until the login ended. Another user's connections are
+    /// now refused as they come; the person's own programs (a sandboxed app
+    /// with the network, when not run as root here) hold at most 32, the
+    /// oldest silent one closed for each new one, so the person's browser still
+    /// gets in while 32 are held.
     func testConnectionsHeldByAnotherUserDoNotPileUpOrKeepTheBrowserOut() throws {
         let bankid = try startProvider("bankid")
         let v = try startVaultd(providers: [bankid])
         let out = v.root + "/redirect-held_then_real.txt"
-        let browser = try installForgingBrowser(v)
-        let r = ctl(v, ["login", bankid.profile, "--browser", browser, "--json"], stdin: "n\n",
-                    env: ["FORGE_MODE": "held_then_real", "FORGE_OUT": out, "FORGE_ISS": bankid.issuer,
-                          "FORGE_REAL": TestProvider.browser], timeout: 120)
+        let (r, _) = try forgedLogin(v, provider: bankid, mode: "held_then_real", timeout: 120)
         XCTAssertEqual(r.exit, 0, "the browser logged in beside the held connections: \(r)")
         let held = try String(contentsOfFile: out + ".held", encoding: .utf8).split(separator: " ").compactMap {
             Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         XCTAssertEqual(held.count, 2, "the holder said what it saw: \(held)")
-        XCTAssertGreaterThanOrEqual(held.first ?? 0, 96 - 32, "vaultd held at most 32 of the 96 silent connections")
-        if getuid() == 0 { XCTAssertEqual(held.last, 65534, "the connections were another user's") }
         XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "the real code was exchanged")
-        XCTAssertTrue(v.log.contains("sent no request in time"), "the closed connections are noted: \(v.log)")
+        if getuid() == 0 {
+            XCTAssertEqual(held.last, 65534, "the connections were another user's")
+            XCTAssertEqual(held.first, 96, "vaultd refused every one of the other user's 96 connections")
+            XCTAssertTrue(v.log.contains("connection(s) to the redirect port from another user's programs"),
+                          "the refused connections are noted: \(v.log)")
+        } else {
+            XCTAssertGreaterThanOrEqual(held.first ?? 0, 96 - 32, "vaultd held at most 32 of the 96 silent connections")
+            XCTAssertTrue(v.log.contains("sent no request in time"), "the closed connections are noted: \(v.log)")
+        }
+    }
+
+    /// The login's address (its `state`, PKCE challenge and nonce) is on the
+    /// browser's command line, which every user of the computer can read. Another
+    /// user who logs in with it as themselves has their browser follow the
+    /// provider's redirect to vaultd's port: that redirect carried the right
+    /// `state` and a code for vaultd's own PKCE challenge, so vaultd took it, and
+    /// the person's vault was logged in as the other user (on a vault with no
+    /// owner yet, that user became its owner; else the person's login was lost).
+    /// The port serves only this user's own programs.
+    func testAnotherUserWithTheLoginsAddressCannotAnswerTheRedirect() throws {
+        guard getuid() == 0 else { throw cannotRunHere("another user is played with setpriv, which needs root") }
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let out = v.root + "/redirect-other_user_logs_in.txt"
+        let (r, _) = try forgedLogin(v, provider: bankid, mode: "other_user_logs_in", timeout: 90)
+        let other = try String(contentsOfFile: out + ".other", encoding: .utf8).split(separator: "\n").map(String.init)
+        XCTAssertEqual(other.first, "65534 True", "another user found the login's address in the browser's command line: \(other)")
+        XCTAssertEqual(other.count, 2, "the other user's browser said how its redirect went: \(other)")
+        XCTAssertNotEqual(other.last, "200", "vaultd answered the other user's redirect as the login's: \(other)")
+        XCTAssertEqual(r.exit, 0, "the person's own browser logged in: \(r)")
+        XCTAssertEqual(r.json?["claims"]?["name"], "Kari Nordmann", "the vault was logged in as someone else: \(r)")
+        XCTAssertFalse(try sessions(v).contains { $0["name"] == "Ola Nordmann" }, "the other user's session was stored")
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "only the person's code was exchanged")
+        XCTAssertTrue(v.log.contains("connection(s) to the redirect port from another user's programs"),
+                      "the refused connection is noted: \(v.log)")
     }
 
     /// A sandboxed app that starts a login was relayed its page (`open_url`), whose

@@ -1,3 +1,4 @@
+import CVaultShims
 import Foundation
 import Locking
 import NIOCore
@@ -6,7 +7,7 @@ import XCTest
 @testable import OIDCFactor
 import VaultFactor
 
-/// Another local process (any user may connect to 127.0.0.1) holding
+/// Another local process of this user (another user's are refused unread) holding
 /// connections to the login's redirect port open without sending a request.
 extension FlowTests {
     /// 96 connections that send nothing, or half a request, while the login
@@ -63,6 +64,47 @@ extension FlowTests {
         let stray = try await browserGET("http://127.0.0.1:\(listener.port)/callback?state=other")
         XCTAssertEqual(stray.status, 400, "a request in time is still answered")
         await listener.finish(.notFound(.en))
+    }
+
+    /// The listener serves only this user's programs, asking the kernel who owns
+    /// the connecting socket: the very connection, never a listener on its port
+    /// (the kernel's lookup falls back to one) nor the TIME_WAIT left of it,
+    /// which reports uid 0 and so would pass for root's own.
+    func testTheKernelNamesWhoMadeAConnectionAndNoOneForWhatIsLeftOfIt() async throws {
+        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(server, $0, length) == 0 && listen(server, 4) == 0 && getsockname(server, $0, &length) == 0
+            }
+        }
+        XCTAssertTrue(bound)
+        defer { close(server) }
+        let serverPort = UInt16(bigEndian: address.sin_port)
+        let client = silentConnection(to: Int(serverPort), sending: "")
+        let accepted = accept(server, nil, nil)
+        XCTAssertGreaterThanOrEqual(accepted, 0)
+        var local = sockaddr_in()
+        withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(client, $0, &length) }
+        }
+        let clientPort = UInt16(bigEndian: local.sin_port)
+        let loopback = inet_addr("127.0.0.1")
+        XCTAssertEqual(sv_tcp4_owner(loopback, clientPort, loopback, serverPort), Int(getuid()), "the connecting socket's owner")
+        XCTAssertEqual(sv_tcp4_owner(loopback, serverPort, loopback, 9), -1, "a listener on the port is not the connection")
+        XCTAssertEqual(sv_tcp4_owner(loopback, clientPort, loopback, serverPort &+ 1), -1, "no such connection")
+        close(client)
+        close(accepted)
+        var owner = 0
+        for _ in 0..<100 {  // the client's end passes FIN_WAIT into TIME_WAIT
+            owner = sv_tcp4_owner(loopback, clientPort, loopback, serverPort)
+            if owner == -1 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        XCTAssertEqual(owner, -1, "a closed connection's TIME_WAIT has no owner")
     }
 }
 

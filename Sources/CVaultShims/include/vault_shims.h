@@ -21,5 +21,14 @@ int sv_catch_signals(const int *signals, int count);
 /// Pins the calling thread to CPU `cpu`, or frees it to every CPU when `cpu`
 /// is negative (sched_setaffinity needs _GNU_SOURCE). For vault-bench's floor.
 int sv_pin_thread(int cpu);
+/* The user owning the TCP socket whose own end is local_addr:local_port and
+   whose other end is remote_addr:remote_port (IPv4; addresses in network byte
+   order, ports in host order), asked of the kernel's socket table (sock_diag,
+   as ss(8) does): for a connection accepted on a loopback port, pass the
+   accepted connection's remote end as local_* to learn who connected. -1 when
+   no such socket has an owner (none, or only its TIME_WAIT remains), -2 when
+   the kernel could not be asked. */
+long sv_tcp4_owner(unsigned int local_addr, unsigned short local_port,
+                   unsigned int remote_addr, unsigned short remote_port);
 
 #endif
