@@ -86,7 +86,10 @@ final class LoopbackListener: Sendable {
     }
 
     enum StartError: Error, Equatable {
+        /// The fixed port is taken, by this user's own program (most likely another login).
         case portInUse
+        /// The fixed port is taken by another user's program, which the person cannot stop.
+        case portHeldByAnotherUser
         case failed
     }
 
@@ -159,7 +162,8 @@ final class LoopbackListener: Sendable {
         do {
             channel = try await bootstrap.bind(host: "127.0.0.1", port: Int(port)).get()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw .portInUse
+            let owner = sv_tcp4_loopback_listener_owner(port)
+            throw owner >= 0 && owner != Int(getuid()) ? .portHeldByAnotherUser : .portInUse
         } catch {
             throw .failed
         }

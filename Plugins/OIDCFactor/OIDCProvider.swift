@@ -112,6 +112,9 @@ public final class OIDCProvider: IdentityProvider {
                                                         language: language, expectedState: state)
         } catch .portInUse {
             throw failures.make(.loginFailed, Messages.loginAlreadyWaiting, reason: "redirect port \(port) in use")
+        } catch .portHeldByAnotherUser {
+            throw failures.make(.loginFailed, Messages.redirectPortHeldByAnotherUser(provider: profile.displayName),
+                                reason: "redirect port \(port) held by another user's program")
         } catch {
             throw failures.make(.internal, reason: "could not start the redirect listener")
         }

@@ -95,32 +95,84 @@ int sv_pin_thread(int cpu) {
     return sched_setaffinity(0, sizeof set, &set);
 }
 
+/* A sock_diag request for TCP sockets of `family` in `states`, sent on a new
+   netlink socket that is returned (-1 if it could not be made or sent). */
+struct tcp_diag_request {
+    struct nlmsghdr header;
+    struct inet_diag_req_v2 request;
+};
+
+static int tcp_diag_send(struct tcp_diag_request *message, unsigned char family, unsigned short flags, unsigned int states) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    message->header.nlmsg_len = sizeof *message;
+    message->header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message->header.nlmsg_flags = NLM_F_REQUEST | flags;
+    message->request.sdiag_family = family;
+    message->request.sdiag_protocol = IPPROTO_TCP;
+    message->request.idiag_states = states;
+    message->request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message->request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    if (sendto(fd, message, sizeof *message, 0, (struct sockaddr *)&kernel, sizeof kernel) != (ssize_t)sizeof *message) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether a listener's address `src` (family `family`) takes 127.0.0.1: it is
+   127.0.0.1 or every address, in IPv4 or as IPv6 (a dual-stack listener on
+   :: or on ::ffff:127.0.0.1). */
+static int takes_ipv4_loopback(unsigned char family, const unsigned int src[4]) {
+    const unsigned int loopback = htonl(INADDR_LOOPBACK);
+    if (family == AF_INET) return src[0] == loopback || src[0] == 0;
+    if (src[0] != 0 || src[1] != 0) return 0;
+    return (src[2] == 0 && src[3] == 0) || (src[2] == htonl(0xffff) && src[3] == loopback);
+}
+
+static long tcp_listener_owner(unsigned char family, unsigned short port) {
+    enum { tcp_listen = 10 };
+    struct tcp_diag_request message;
+    memset(&message, 0, sizeof message);
+    int fd = tcp_diag_send(&message, family, NLM_F_DUMP, 1U << tcp_listen);
+    if (fd < 0) return -2;
+    long owner = -1;
+    for (;;) {
+        union { struct nlmsghdr header; char bytes[16384]; } reply;
+        ssize_t got;
+        do { got = recv(fd, &reply, sizeof reply, 0); } while (got < 0 && errno == EINTR);
+        if (got <= 0) { owner = -2; break; }
+        int length = (int)got;
+        for (struct nlmsghdr *h = &reply.header; NLMSG_OK(h, length); h = NLMSG_NEXT(h, length)) {
+            if (h->nlmsg_type == NLMSG_DONE) { close(fd); return owner; }
+            if (h->nlmsg_type == NLMSG_ERROR) { close(fd); return -2; }
+            if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) continue;
+            const struct inet_diag_msg *found = NLMSG_DATA(h);
+            if (found->id.idiag_sport == htons(port) && takes_ipv4_loopback(family, found->id.idiag_src))
+                owner = (long)found->idiag_uid;
+        }
+    }
+    close(fd);
+    return owner;
+}
+
+long sv_tcp4_loopback_listener_owner(unsigned short port) {
+    long owner = tcp_listener_owner(AF_INET, port);
+    return owner != -1 ? owner : tcp_listener_owner(AF_INET6, port);
+}
+
 long sv_tcp4_owner(unsigned int local_addr, unsigned short local_port,
                    unsigned int remote_addr, unsigned short remote_port) {
-    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-    if (fd < 0) return -2;
-    struct {
-        struct nlmsghdr header;
-        struct inet_diag_req_v2 request;
-    } message;
+    struct tcp_diag_request message;
     memset(&message, 0, sizeof message);
-    message.header.nlmsg_len = sizeof message;
-    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-    message.header.nlmsg_flags = NLM_F_REQUEST;  /* one socket by its address, not a dump */
-    message.request.sdiag_family = AF_INET;
-    message.request.sdiag_protocol = IPPROTO_TCP;
-    message.request.idiag_states = ~0U;
     message.request.id.idiag_src[0] = local_addr;
     message.request.id.idiag_sport = htons(local_port);
     message.request.id.idiag_dst[0] = remote_addr;
     message.request.id.idiag_dport = htons(remote_port);
-    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-    if (sendto(fd, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) != (ssize_t)sizeof message) {
-        close(fd);
-        return -2;
-    }
+    /* One socket by its address, not a dump. */
+    int fd = tcp_diag_send(&message, AF_INET, 0, ~0U);
+    if (fd < 0) return -2;
     union { struct nlmsghdr header; char bytes[4096]; } reply;
     ssize_t got;
     do { got = recv(fd, &reply, sizeof reply, 0); } while (got < 0 && errno == EINTR);

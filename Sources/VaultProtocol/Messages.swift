@@ -379,6 +379,13 @@ public enum Messages {
         en: "Another login is already waiting in your browser. Finish or close it, then try again",
         nb: "En annen innlogging venter allerede i nettleseren. Fullfør eller lukk den, og prøv igjen")
 
+    /// A login with a fixed redirect port that another user's program listens on:
+    /// the person cannot free it, so "finish the other login" would mislead.
+    public static func redirectPortHeldByAnotherUser(provider: String) -> LocalizedText {
+        LocalizedText(en: "Another user of this computer is using the address the \(provider) login comes back to, so you cannot log in with \(provider) now. Ask whoever looks after this computer for help",
+                      nb: "En annen bruker på denne datamaskinen bruker adressen som \(provider)-innloggingen kommer tilbake til, så du kan ikke logge inn med \(provider) nå. Be den som har ansvar for datamaskinen, om hjelp")
+    }
+
     // The organization's backend (docs/backend.md, section 5): its refusals by
     // its own rules, named by a fixed `error_description`, never by wire text.
 

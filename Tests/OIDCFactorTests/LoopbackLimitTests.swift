@@ -3,6 +3,7 @@ import Foundation
 import Locking
 import NIOCore
 import NIOPosix
+import VaultTestSupport
 import XCTest
 @testable import OIDCFactor
 import VaultFactor
@@ -105,6 +106,60 @@ extension FlowTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         XCTAssertEqual(owner, -1, "a closed connection's TIME_WAIT has no owner")
+    }
+
+    /// A provider that needs its exact redirect address registered has a fixed
+    /// port, which another user can take first (between logins any program may
+    /// listen there): the login cannot start. The person was told "Another login
+    /// is already waiting in your browser. Finish or close it", which they
+    /// cannot; now they hear that another user holds it, and whom to ask. Taken
+    /// on 127.0.0.1 and on every address (IPv6 dual-stack too).
+    func testAFixedPortTakenByAnotherUserIsSaidToBeSo() async throws {
+        guard getuid() == 0 else { throw cannotRunHere("another user is played with setpriv, which needs root") }
+        stub.update { $0.idClaims = ["bankid_altsub": "a"] }
+        for (family, host) in [("AF_INET", "127.0.0.1"), ("AF_INET", "0.0.0.0"), ("AF_INET6", "::")] {
+            let port = try await closedPort()
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            holder.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", """
+                import socket, sys, time
+                s = socket.socket(socket.\(family))
+                if socket.\(family) == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                s.bind(("\(host)", \(port)))
+                s.listen()
+                print("listening", flush=True)
+                time.sleep(30)
+                """]
+            let out = Pipe()
+            holder.standardOutput = out
+            try holder.run()
+            defer {
+                kill(holder.processIdentifier, SIGKILL)
+                holder.waitUntilExit()
+            }
+            XCTAssertTrue(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("listening"))
+            XCTAssertEqual(sv_tcp4_loopback_listener_owner(UInt16(port)), 65534, "\(host): the kernel names the other user")
+            let provider = bankID {
+                $0.redirect = .fixedPort(UInt16(port), path: "/oidc/bankid")
+                $0.redirectTimeout = .seconds(3)
+            }
+            let failure = await assertFailure(.loginFailed) { () async throws(VaultFailure) in
+                try await provider.login(BrowserConversation(action: loggingIn(self.stub)))
+            }
+            XCTAssertEqual(failure?.message, Messages.redirectPortHeldByAnotherUser(provider: "BankID"), host)
+        }
+        // This user's own listener is most likely another login: as before.
+        let own = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = try XCTUnwrap(own.localAddress?.port)
+        XCTAssertEqual(sv_tcp4_loopback_listener_owner(UInt16(port)), Int(getuid()))
+        let provider = bankID { $0.redirect = .fixedPort(UInt16(port), path: "/oidc/bankid") }
+        let failure = await assertFailure(.loginFailed) { () async throws(VaultFailure) in
+            try await provider.login(BrowserConversation(action: loggingIn(self.stub)))
+        }
+        XCTAssertEqual(failure?.message, Messages.loginAlreadyWaiting)
+        try await own.close()
+        XCTAssertEqual(sv_tcp4_loopback_listener_owner(UInt16(port)), -1, "no one listens there now")
     }
 }
 

@@ -75,7 +75,8 @@ final class ProfileAndEncodingTests: XCTestCase {
         for text in [Messages.loginCancelled(provider: "BankID"),
                      Messages.providerUnavailable(provider: "BankID", alternatives: ["Vipps"]),
                      Messages.openBrowserToLogIn(provider: "BankID"), Messages.loginAlreadyWaiting,
-                     Messages.loginTooWeak(provider: "BankID"), Messages.loginNeedsBrowser(provider: "Vipps")] {
+                     Messages.loginTooWeak(provider: "BankID"), Messages.loginNeedsBrowser(provider: "Vipps"),
+                     Messages.redirectPortHeldByAnotherUser(provider: "BankID")] {
             XCTAssertFalse(text.nb.isEmpty)
             XCTAssertNotEqual(text.nb, text.en)
         }

@@ -30,5 +30,10 @@ int sv_pin_thread(int cpu);
    the kernel could not be asked. */
 long sv_tcp4_owner(unsigned int local_addr, unsigned short local_port,
                    unsigned int remote_addr, unsigned short remote_port);
+/* The user owning the TCP socket that listens on 127.0.0.1:port, or on every
+   address at port (IPv4, or IPv6 taking IPv4 too), and so keeps anyone else
+   from listening there; -1 when none does, -2 when the kernel could not be
+   asked. */
+long sv_tcp4_loopback_listener_owner(unsigned short port);
 
 #endif
