@@ -322,7 +322,7 @@ final class DesktopPromptTests: VaultdTestCase {
     struct OrcaWords {
         let lang, button, password, field, cancel, type, again, againKey, grantOthers, grantKey: String
         let login, provider, otherProvider, offer, turnOn, notNow, offerKey, currentPIN, choose, mismatch: String
-        let pinSet, close, startOver, no, yes, touch, usePIN, lock, unlock, fingerprintOn, pinOn, listBox, notSelected: String
+        let pinSet, close, startOver, no, yes, touch, usePIN, lock, unlock, fingerprintOn, pinOn, listBox, notSelected, frame: String
         let fingerprintButtons, pinButtons: [String]
     }
 
@@ -336,7 +336,7 @@ final class DesktopPromptTests: VaultdTestCase {
                   mismatch: "The two PINs were not the same. Let's start again.", pinSet: "PIN is set up.", close: "Close",
                   startOver: "Start over?", no: "No", yes: "Yes", touch: "Touch the fingerprint reader", usePIN: "Use PIN instead",
                   lock: "Lock", unlock: "Unlock methods", fingerprintOn: "Fingerprint enabled", pinOn: "PIN enabled",
-                  listBox: "list box", notSelected: "not selected",
+                  listBox: "list box", notSelected: "not selected", frame: "frame",
                   fingerprintButtons: ["Set up again", "Turn off"], pinButtons: ["Change PIN", "Remove PIN"]),
         OrcaWords(lang: "nb", button: "trykknapp", password: "passordtekst", field: "PIN-kode:", cancel: "Avbryt",
                   type: "Skriv inn PIN-koden:", again: "Skriv den samme PIN-koden en gang til:", againKey: "alt+s",
@@ -347,7 +347,7 @@ final class DesktopPromptTests: VaultdTestCase {
                   mismatch: "De to PIN-kodene var ikke like. Vi begynner på nytt.", pinSet: "PIN-kode er satt opp.", close: "Lukk",
                   startOver: "Begynne på nytt?", no: "Nei", yes: "Ja", touch: "Berør fingeravtrykkleseren",
                   usePIN: "Bruk PIN-kode i stedet", lock: "Lås", unlock: "Opplåsing", fingerprintOn: "Fingeravtrykk er slått på",
-                  pinOn: "PIN-kode er slått på", listBox: "listeboks", notSelected: "ikke valgt", fingerprintButtons: ["Sett opp på nytt", "Slå av"],
+                  pinOn: "PIN-kode er slått på", listBox: "listeboks", notSelected: "ikke valgt", frame: "ramme", fingerprintButtons: ["Sett opp på nytt", "Slå av"],
                   pinButtons: ["Bytt PIN-kode", "Fjern PIN-kode"]),
     ]
 
@@ -398,7 +398,9 @@ final class DesktopPromptTests: VaultdTestCase {
                        "\(l): fingerprint: when the wait appears, Orca names the dialog and says what to do ('\(w.touch)')",
                        "\(l): fingerprint: and the focused way out ('\(w.usePIN) \(b)')",
                        "\(l): fingerprint: a scan ended the wait and the app got its session",
+                       "\(l): settings: as the window opens, Orca says its name 'SessionVault \(w.frame).'",
                        "\(l): settings: as the window opens, Orca says where the focus is: the Lock button",
+                       "\(l): settings: the window's name comes before the focus",
                        "\(l): settings: Tab on: Orca says the Lock button ('\(w.lock) \(b)')",
                        "\(l): settings: Tab on: Orca says the fingerprint's state, with its heading ('\(w.unlock)' '\(w.fingerprintOn)')",
                        "\(l): settings: Tab on: Orca says the fingerprint's buttons ("
@@ -411,7 +413,7 @@ final class DesktopPromptTests: VaultdTestCase {
             if !onWayland { checks.append("\(l): settings: Orca+KP_Enter: Orca names the window ('SessionVault')") }
             said += ["\(w.field) \(w.password).", "\(w.cancel) \(b).", "OK \(b).", "\(w.provider) \(b).", "\(w.turnOn) \(b).",
                      "\(w.notNow) \(b).", "\(w.again) \(w.password).", w.mismatch, "\(w.close) \(b).", "\(w.no) \(b).",
-                     "\(w.yes) \(b).", "\(w.usePIN) \(b).", "\(w.lock) \(b).", "\(w.unlock) \(w.listBox)", "\(w.fingerprintOn).",
+                     "\(w.yes) \(b).", "\(w.usePIN) \(b).", "SessionVault \(w.frame).", "\(w.lock) \(b).", "\(w.unlock) \(w.listBox)", "\(w.fingerprintOn).",
                      "\(w.pinOn)."]
                 .map { "\(l) SPEECH OUTPUT: '\($0)'" }
             said.append("\(l) SPEECH OUTPUT: 'SessionVault dialog \(l == "en" ? "‘python3.11’ wants to use your login." : "«python3.11» vil bruke innloggingen din.")  \(w.pinSet)'")

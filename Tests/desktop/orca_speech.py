@@ -342,8 +342,8 @@ def x_window_manager(env):
 def settings_window(orca, lang, env):
     """The settings app, heard with Orca, opened as from a desktop's menu: on X with
     mutter as the window manager (as GNOME on Xorg; x_window_manager), on Wayland on
-    mutter itself. As it opens, Orca says where the focus is (and, most times, the
-    window's name: said, not checked); Tab after Tab (from wherever GTK put the focus at first: its scroll
+    mutter itself. As it opens, Orca says the window's name and then where the focus
+    is; Tab after Tab (from wherever GTK put the focus at first: its scroll
     area, or the first row) says the Lock button, each unlock method's state with its
     heading and each of its buttons, in order, and no row "not selected"; then (on X)
     Orca+KP_Enter, Orca's "which window is this", names the window. Orca 43 with no X
@@ -362,16 +362,16 @@ def settings_window(orca, lang, env):
         lock = w["lock"] + " " + w["button"]
         last = w["pin_buttons"][1] + " " + w["button"]
         said = orca.speech.until(lambda s: s.startswith(lock), timeout=20)
-        # Orca names the window as it opens when the window manager's activation reaches it
-        # after GTK 4.8 has joined the accessibility bus, which it joins as the window maps:
-        # most openings, not all (4 of 7 here, on X and on mutter alike), so said, not checked.
+        # Orca names a window as the window manager activates it; GTK 4.8 said so before
+        # its objects were on the accessibility bus (4 openings of 7 named it), so the app
+        # shows its window once they are (present_when_heard), and gives the first focus
+        # again after that, so the name comes first.
         frame = "SessionVault " + w["frame"] + "."
-        print("%s: settings: as the window opened Orca %s its name (%r)" % (lang, "said" if frame in said else "did not say", frame),
-              flush=True)
-        # GTK 4.8 gives the first focus before it is on the accessibility bus; the app
-        # gives it again once it is, so Orca says where the person is as it opens.
+        check(frame in said, "%s: settings: as the window opens, Orca says its name %r (%r)" % (lang, frame, said[:4]))
         check(any(t.startswith(lock) for t in said),
               "%s: settings: as the window opens, Orca says where the focus is: the Lock button (%r)" % (lang, said[:4]))
+        check(frame in said and said.index(frame) < next((i for i, t in enumerate(said) if t.startswith(lock)), -1),
+              "%s: settings: the window's name comes before the focus" % lang)
         for _ in range(12):
             key("Tab")
             said += orca.speech.until(lambda s: s.startswith(last) or (" " + w["button"]) in s
