@@ -25,6 +25,40 @@ final class DesktopPromptTests: VaultdTestCase {
         return display
     }
 
+    /// `dbus-run-session`'s arguments for a desktop test's own session bus: the
+    /// machine's services but the desktop portal's. On a fresh bus with no session
+    /// manager, GtkApplication's start asks the portal for Inhibit, and
+    /// xdg-desktop-portal (installed with GTK's Recommends), with no keyring or
+    /// PipeWire on that bus, kept each GTK 4 program waiting 25 s. On a desktop
+    /// the portal runs already.
+    func ownSessionBus() throws -> [String] {
+        let dir = NSTemporaryDirectory() + "svbus-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let services = dir + "/services", system = "/usr/share/dbus-1/services"
+        try FileManager.default.createDirectory(atPath: services, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: system) where !name.contains(".portal.") {
+            try FileManager.default.createSymbolicLink(atPath: services + "/" + name, withDestinationPath: system + "/" + name)
+        }
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <keep_umask/>
+              <listen>unix:dir=\(dir)</listen>
+              <auth>EXTERNAL</auth>
+              <servicedir>\(services)</servicedir>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+
+            """.write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
+        return ["--config-file=" + dir + "/bus.conf", "--"]
+    }
+
     /// Starts a display server for this test, quiet; stopped at teardown (then `cleanup`).
     func startServer(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                      cleanup: @escaping @Sendable () -> Void = {}) throws {
@@ -291,7 +325,7 @@ final class DesktopPromptTests: VaultdTestCase {
         if probed.exit != 0 { throw cannotRunHere(missing) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("desktop/" + name).path
-        return try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
+        return try runProcess("/usr/bin/dbus-run-session", try ownSessionBus() + ["/usr/bin/python3", script],
                               env: childEnvironment(env.merging(display) { $1 }), timeout: timeout)
     }
 
@@ -632,7 +666,7 @@ final class DesktopPromptTests: VaultdTestCase {
         if probe.exit != 0 { throw cannotRunHere("pyatspi, GTK 4 or libadwaita for Python is missing (Debian: python3-pyatspi, gir1.2-gtk-4.0, gir1.2-adw-1)") }
         let script = root.appendingPathComponent("Tests/desktop/dialog_a11y.py").path
         for pinentry in flavours {
-            let r = try runProcess("/usr/bin/dbus-run-session", ["--", "/usr/bin/python3", script],
+            let r = try runProcess("/usr/bin/dbus-run-session", try ownSessionBus() + ["/usr/bin/python3", script],
                                    env: childEnvironment(["DISPLAY": display, "VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl,
                                                           "VAULT_FPSTUB": Binaries.fpstub, "PINENTRY": pinentry]),
                                    timeout: 240)
