@@ -39,23 +39,8 @@ final class DesktopPromptTests: VaultdTestCase {
         for name in try FileManager.default.contentsOfDirectory(atPath: system) where !name.contains(".portal.") {
             try FileManager.default.createSymbolicLink(atPath: services + "/" + name, withDestinationPath: system + "/" + name)
         }
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <keep_umask/>
-              <listen>unix:dir=\(dir)</listen>
-              <auth>EXTERNAL</auth>
-              <servicedir>\(services)</servicedir>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-
-            """.write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
+        try sessionBusConfig(listen: "unix:dir=\(dir)", servicedir: services)
+            .write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
         return ["--config-file=" + dir + "/bus.conf", "--"]
     }
 

@@ -172,21 +172,7 @@ final class PrivateKeyring {
         let config = directory + "/bus.conf"
         // The standard session config minus <standard_session_servicedirs/>: with it the
         // bus would activate gnome-keyring-daemon from its .service file on first use.
-        let xml = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(directory)/bus</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """
-        try xml.write(toFile: config, atomically: true, encoding: .utf8)
+        try sessionBusConfig(listen: "unix:path=\(directory)/bus").write(toFile: config, atomically: true, encoding: .utf8)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -311,4 +297,24 @@ final class PrivateKeyring {
             }
         }
     }
+}
+
+/// A session bus's configuration: listening at `listen`, its services
+/// activated from `servicedir` only (none without one), anyone allowed anything.
+func sessionBusConfig(listen: String, servicedir: String? = nil) -> String {
+    """
+    <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+     "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+    <busconfig>
+      <type>session</type>
+      <listen>\(listen)</listen>
+      <auth>EXTERNAL</auth>
+    \(servicedir.map { "  <servicedir>\($0)</servicedir>\n" } ?? "")  <policy context="default">
+        <allow send_destination="*" eavesdrop="true"/>
+        <allow eavesdrop="true"/>
+        <allow own="*"/>
+      </policy>
+    </busconfig>
+
+    """
 }
