@@ -29,8 +29,10 @@ final class OIDCRedirectTests: OIDCTestCase {
     /// It writes the redirect_uri to FORGE_OUT.
     static let forgingBrowser = #"""
         #!/usr/bin/python3
-        import os, sys, urllib.error, urllib.parse, urllib.request
+        import os, subprocess, sys, urllib.error, urllib.parse, urllib.request
         url = sys.argv[1]
+        # Another user (nobody) when run as root; else this user.
+        OTHER = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
         q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
         with open(os.environ["FORGE_OUT"], "w") as f:
             f.write(q["redirect_uri"])
@@ -84,18 +86,14 @@ final class OIDCRedirectTests: OIDCTestCase {
         """
         try:
             if mode == "other_user_logs_in":
-                other = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-                import subprocess
-                snooper = subprocess.run(other + [sys.executable, "-c", SNOOPER], stdin=subprocess.DEVNULL,
+                snooper = subprocess.run(OTHER + [sys.executable, "-c", SNOOPER], stdin=subprocess.DEVNULL,
                                          capture_output=True, text=True, timeout=60)
                 with open(os.environ["FORGE_OUT"] + ".other", "w") as f:
                     f.write(snooper.stdout)
                 os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
             if mode == "held_then_real":
                 port = urllib.parse.urlsplit(q["redirect_uri"]).port
-                other = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-                import subprocess
-                holder = subprocess.Popen(other + [sys.executable, "-c", HOLDER, str(port), "96", "96" if other else "64"],
+                holder = subprocess.Popen(OTHER + [sys.executable, "-c", HOLDER, str(port), "96", "96" if OTHER else "64"],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           text=True, start_new_session=True)
                 with open(os.environ["FORGE_OUT"] + ".held", "w") as f:
