@@ -16,6 +16,8 @@ struct BrowserPage: Sendable {
     var language: Language
     var heading: String
     var message: String
+    /// Sent as `Location` (the launch page's one redirect, to the provider).
+    var location: String? = nil
 
     func html() -> [UInt8] {
         let lang = language.rawValue
@@ -47,19 +49,34 @@ struct BrowserPage: Sendable {
         BrowserPage(status: .badRequest, language: language, heading: "SessionVault",
                     message: Messages.browserNotThisLogin.text(language))
     }
+
+    /// The launch page opened a second time: the login has ended.
+    static func openedTwice(_ language: Language) -> BrowserPage {
+        BrowserPage(status: .gone, language: language, heading: "SessionVault",
+                    message: Messages.loginPageOpenedTwice.text(language) + ".")
+    }
 }
 
 /// An RFC 8252 loopback redirect listener on 127.0.0.1 (ephemeral or fixed port).
 ///
+/// The browser is started at a one-time **launch page** on this listener
+/// (`/login/<random>`), never at the provider's address: whatever starts a
+/// browser puts its address on the browser's command line, which every program
+/// of every user can read (`ps`, `/proc/PID/cmdline`; a Snap app of this user
+/// too), and with the authorization request (its `state`, PKCE challenge and
+/// nonce) another program could log in at the provider *as someone else* and
+/// bring that answer here first. The launch page answers the first request
+/// with a redirect to the provider; a second request for it ends the login
+/// (`WaitError.openedTwice`): whoever came first, the person's browser or
+/// another program, the other one's login cannot be finished.
+///
 /// It hands exactly one request on the redirect path to the login flow — the
 /// first that carries this login's `state` — holds that browser request open
 /// until the flow says how the login ended, then answers it with a page and
-/// closes everything. Any local process can reach the port, and the
-/// login's address, `state` and all, is on the browser's command line, which
-/// every user of the computer can read (`ps`): so a connection is served only
-/// when the kernel's socket table says this user's own program made it
-/// (another user could otherwise log in with that address as themselves and
-/// have their browser bring the provider's answer here first). A request
+/// closes everything. Any local process can reach the port: a connection is
+/// served only when the kernel's socket table says this user's own program
+/// made it (another user who learnt the launch page would otherwise open it
+/// before the person's browser). A request
 /// without the right `state` gets a 400 page and the listener keeps waiting:
 /// a stray or hostile request neither ends nor decides the login. Other paths
 /// get 404; later redirects get "already handled". Requests whose `Host` is
@@ -96,6 +113,8 @@ final class LoopbackListener: Sendable {
     enum WaitError: Error, Equatable {
         case timeout
         case cancelled
+        /// The launch page was asked for twice: something besides the person's browser has it.
+        case openedTwice
     }
 
     private enum Phase {
@@ -117,11 +136,17 @@ final class LoopbackListener: Sendable {
         var strayRequests = 0
         var silentClosed = 0
         var otherUsersRefused = 0
+        /// Where the launch page sends the browser (the provider's authorization request).
+        var launchTarget: String?
+        var launchesServed = 0
     }
 
     let redirectURI: String
+    /// The one-time page the browser is started at (`launch(to:)`).
+    let launchURL: String
     let port: Int
     let path: String
+    private let launchPath: String
     let language: Language
     /// The login's `state`: only a request carrying it is a redirect.
     private let expectedState: String
@@ -139,6 +164,8 @@ final class LoopbackListener: Sendable {
         self.language = language
         self.expectedState = expectedState
         self.redirectURI = "http://127.0.0.1:\(port)\(path)"
+        launchPath = "/login/" + Randomness.token(bytes: 32)
+        launchURL = "http://127.0.0.1:\(port)\(launchPath)"
         self.eventLoop = eventLoop
     }
 
@@ -244,7 +271,7 @@ final class LoopbackListener: Sendable {
             pathPart = uri[...]
             queryPart = ""
         }
-        guard head.method == .GET, pathPart == path else {
+        guard head.method == .GET, pathPart == path || (pathPart == launchPath && queryPart.isEmpty) else {
             return loop.makeSucceededFuture(.notFound(language))
         }
         // DNS rebinding: a page on another origin cannot make its requests carry this Host.
@@ -254,6 +281,7 @@ final class LoopbackListener: Sendable {
                 status: .badRequest, language: language, heading: "SessionVault",
                 message: language == .nb ? "Ugyldig forespørsel." : "Invalid request."))
         }
+        if pathPart == launchPath { return loop.makeSucceededFuture(openLaunchPage()) }
         guard let query = FormEncoding.parseQuery(queryPart),
               query.contains(where: { $0.0 == "state" && constantTimeEquals($0.1, expectedState) }) else {
             state.withLock { $0.strayRequests += 1 }
@@ -282,6 +310,42 @@ final class LoopbackListener: Sendable {
         waiter?.resume(returning: .success(Redirect(query: query)))
         return promise.futureResult
     }
+
+    /// Sets where the launch page sends the browser and returns the page's
+    /// address: the only address of this login that leaves vaultd.
+    func launch(to authorizationURL: String) -> String {
+        state.withLock { $0.launchTarget = authorizationURL }
+        return launchURL
+    }
+
+    /// The launch page: the first request is sent on to the provider; a second
+    /// one ends the login, and one after the redirect came is remembered, so
+    /// the flow does not keep a login another program may have finished.
+    private func openLaunchPage() -> BrowserPage {
+        enum Answer { case notYet, over, onward(String), again }
+        let answer = state.withLock { s -> Answer in
+            guard let target = s.launchTarget else { return .notYet }  // its address is not out yet
+            s.launchesServed += 1
+            if s.launchesServed > 1 { return .again }
+            return s.phase == .listening ? .onward(target) : .over
+        }
+        let target: String
+        switch answer {
+        case .notYet: return .notFound(language)
+        case .over:
+            return BrowserPage(status: .ok, language: language, heading: "SessionVault",
+                               message: Messages.browserAlreadyHandled.text(language))
+        case .again:
+            failWait(.openedTwice)
+            return .openedTwice(language)
+        case .onward(let t): target = t
+        }
+        return BrowserPage(status: .found, language: language, heading: "SessionVault",
+                           message: Messages.browserGoingToLogin.text(language), location: target)
+    }
+
+    /// Whether the launch page was asked for more than once (at any time).
+    var openedTwice: Bool { state.withLock { $0.launchesServed > 1 } }
 
     /// Requests on the redirect path that lacked the login's `state` (ignored).
     var strayRequests: Int { state.withLock { $0.strayRequests } }
@@ -410,6 +474,7 @@ private final class RedirectHandler: ChannelInboundHandler {
         headers.add(name: "referrer-policy", value: "no-referrer")
         headers.add(name: "x-content-type-options", value: "nosniff")
         headers.add(name: "connection", value: "close")
+        if let location = page.location { headers.add(name: "location", value: location) }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers))),
                       promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Locking
 import OIDCToken
 import VaultFactor
 
@@ -61,6 +62,7 @@ public final class OIDCProvider: IdentityProvider {
     let now: @Sendable () -> Int64
     let failures: FailureFactory
     let diagnostics: @Sendable (String) -> Void
+    private let waitingLogins = Locked<[String]>([])
 
     /// - Parameters:
     ///   - diagnostics: receives one line per failure with a reason that never
@@ -77,11 +79,9 @@ public final class OIDCProvider: IdentityProvider {
         self.diagnostics = diagnostics
     }
 
-    /// The origin of this provider's authorization endpoint, once discovery
-    /// has been read: the only place a client opens a browser at for a login.
-    public func authorizationOrigin() async -> String? {
-        await cache.knownAuthorizationEndpoint().flatMap(WebOrigin.of)
-    }
+    /// The origins of the launch pages of this provider's logins waiting now
+    /// (`http://127.0.0.1:PORT`): the only places a client opens a browser at.
+    public var loginPageOrigins: [String] { waitingLogins.withLock { $0 } }
 
     // MARK: - Login
 
@@ -119,6 +119,13 @@ public final class OIDCProvider: IdentityProvider {
             throw failures.make(.internal, reason: "could not start the redirect listener")
         }
 
+        let origin = WebOrigin.of(listener.launchURL)
+        if let origin { waitingLogins.withLock { $0.append(origin) } }
+        defer {
+            if let origin {
+                waitingLogins.withLock { o in o.firstIndex(of: origin).map { _ = o.remove(at: $0) } }
+            }
+        }
         let outcome: Result<VerifiedLogin, VaultFailure>
         let started = now()
         do {
@@ -165,7 +172,8 @@ public final class OIDCProvider: IdentityProvider {
                                    challenge: PKCE.challenge(for: verifier), language: conversation.language, options: options)
 
         do {
-            try await conversation.openURL(url, Messages.openBrowserToLogIn(provider: profile.displayName))
+            // The browser gets the listener's one-time page, not `url` (LoopbackListener).
+            try await conversation.openURL(listener.launch(to: url), Messages.openBrowserToLogIn(provider: profile.displayName))
         } catch {
             switch error {
             case .cancelled: throw failures.cancelled(reason: "cancelled at the client")
@@ -196,6 +204,7 @@ public final class OIDCProvider: IdentityProvider {
         switch waited {
         case .success(let r): redirect = r
         case .failure(.timeout): throw failures.timeout(reason: "no redirect within \(timeout)")
+        case .failure(.openedTwice): throw openedTwice()
         case .failure: throw failures.cancelled(reason: "login task cancelled while waiting for the redirect")
         }
 
@@ -236,7 +245,14 @@ public final class OIDCProvider: IdentityProvider {
         if profile.readsUserinfo {
             userClaims = try await userinfo(metadata: metadata, accessToken: tokens.accessToken, expectedSub: sub)
         }
+        // The person's browser may come to the launch page only now, after
+        // another program used it and logged in: that login is not theirs.
+        guard !listener.openedTwice else { throw openedTwice() }
         return try assemble(idClaims: idClaims, userClaims: userClaims, tokens: tokens)
+    }
+
+    private func openedTwice() -> VaultFailure {
+        failures.make(.loginFailed, Messages.loginPageOpenedTwice, reason: "the login page was opened twice")
     }
 
     func authorizationURL(metadata: ProviderMetadata, redirectURI: String, state: String, nonce: String,

@@ -58,10 +58,6 @@ actor ProviderCache: KeySource {
         return metadata
     }
 
-    /// The authorization endpoint of the last discovery document fetched, if
-    /// any; never fetches (a login has fetched it before it sends a person there).
-    func knownAuthorizationEndpoint() -> String? { metadataEntry?.value.authorizationEndpoint }
-
     /// The profile's algorithms, or for a generic profile what discovery
     /// advertises ∩ {RS256, ES256, EdDSA} (RS256 when discovery says nothing).
     nonisolated func allowedAlgorithms(_ metadata: ProviderMetadata) -> Set<SigningAlgorithm> {

@@ -492,6 +492,15 @@ public enum Messages {
     public static let browserNotThisLogin = LocalizedText(
         en: "This is not the login SessionVault is waiting for. Finish logging in in the window SessionVault opened, or start again from your app.",
         nb: "Dette er ikke innloggingen SessionVault venter på. Fullfør innloggingen i vinduet SessionVault åpnet, eller start på nytt fra appen din.")
+    /// The launch page's short moment before the browser goes on to the provider.
+    public static let browserGoingToLogin = LocalizedText(
+        en: "Going on to the login page…",
+        nb: "Går videre til innloggingssiden …")
+    /// The one-time login page was asked for twice: the login ends (both in the
+    /// error and on the second browser's page), whoever came first.
+    public static let loginPageOpenedTwice = LocalizedText(
+        en: "The login page was opened twice, so this login was stopped to keep your account safe: something else on this computer may have opened it. Log in again from your app; if this happens again, ask whoever looks after this computer for help",
+        nb: "Innloggingssiden ble åpnet to ganger, så denne innloggingen ble stoppet for å holde kontoen din trygg: noe annet på denne datamaskinen kan ha åpnet den. Logg inn på nytt fra appen din. Skjer det igjen, be den som har ansvar for datamaskinen, om hjelp")
     public static let browserAlreadyHandled = LocalizedText(
         en: "This login has already been handled. You can close this window.",
         nb: "Denne innloggingen er allerede behandlet. Du kan lukke dette vinduet.")

@@ -33,14 +33,10 @@ final class ProviderDirectory: IdentityProviderDirectory {
 
     var loginProviders: [any IdentityProvider] { configured }
 
-    /// Where a client may open a browser for a login: the authorization
-    /// endpoints' origins of the configured providers whose discovery was read.
-    func authorizationOrigins() async -> [String] {
-        var origins: [String] = []
-        for p in configured {
-            if let o = await p.authorizationOrigin(), !origins.contains(o) { origins.append(o) }
-        }
-        return origins
+    /// Where a client may open a browser for a login: the launch pages of the
+    /// logins waiting now (each starts at vaultd's own loopback listener).
+    func loginPageOrigins() -> [String] {
+        configured.flatMap(\.loginPageOrigins)
     }
 
     func provider(for session: SessionMeta) -> (any IdentityProvider)? {

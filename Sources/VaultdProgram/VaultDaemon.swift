@@ -231,7 +231,7 @@ struct VaultDaemon: AsyncParsableCommand {
                                  limits: ConnectionLimits(
                                      idleTimeout: file.connection_idle_timeout ?? ConnectionLimits.defaultIdleTimeout,
                                      maxConnections: file.max_connections ?? ConnectionLimits.defaultMaxConnections),
-                                 openableOrigins: { await directory.authorizationOrigins() },
+                                 openableOrigins: { directory.loginPageOrigins() },
                                  prompterFactory: Self.pinentryPrompts(prompter, configured: file.pinentry, logger: logger))
         // SIGTERM/SIGINT are caught before the socket is bound, so a stop is
         // graceful from the moment a client can connect.

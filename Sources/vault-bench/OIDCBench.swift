@@ -181,8 +181,9 @@ struct LoginFigures {
     var account: String
 }
 
-/// Runs `login` ops with the bench as the browser: it GETs the authorization
-/// URL from the `open_url` prompt (the strict provider logs `test_user` in and
+/// Runs `login` ops with the bench as the browser: it GETs the launch page from
+/// the `open_url` prompt (vaultd's listener answers 302 to the provider), the
+/// authorization URL there (the strict provider logs `test_user` in and
 /// answers 302), then GETs the loopback redirect. Timed from sending that GET
 /// (the redirect hitting vaultd's listener) to the `login` op's final answer,
 /// which vaultd sends after the session is stored; the browser page's answer
@@ -208,7 +209,12 @@ func measureLogin(_ socket: String, provider: StrictProvider, rounds: Int) throw
                     return .none
                 }
                 do {
-                    let authorize = try HTTP.get(url + "&test_user=kari")
+                    let launch = try HTTP.get(url)
+                    guard launch.status == 302, let provider = launch.header("location") else {
+                        problem = "the launch page answered \(launch.status), not a redirect"
+                        return .none
+                    }
+                    let authorize = try HTTP.get(provider + "&test_user=kari")
                     guard authorize.status == 302, let location = authorize.header("location") else {
                         problem = "the provider answered \(authorize.status), not a redirect"
                         return .none

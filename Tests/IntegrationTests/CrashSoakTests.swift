@@ -275,7 +275,9 @@ final class CrashSoakTests: OIDCTestCase {
             switch op {
             case .login:
                 r = try c.call("login", ["provider": "bankid"], timeout: 30) { prompt in
-                    if prompt.kind == .openURL, let url = prompt.extra["url"]?.stringValue { Self.browse(url + "&test_user=kari") }
+                    if prompt.kind == .openURL, let url = prompt.extra["url"]?.stringValue {
+                        _ = try? runProcess(TestProvider.browser, [url], env: childEnvironment(["TEST_USER": "kari"]), timeout: 30)
+                    }
                     return prompt.kind == .confirm ? .value(false) : prompt.kind == .message || prompt.kind == .openURL ? .none : .cancel
                 }
             case .refresh, .strictRefresh, .termRefresh:
@@ -300,15 +302,6 @@ final class CrashSoakTests: OIDCTestCase {
         } catch {
             return .interrupted("\(error)")
         }
-    }
-
-    /// The scripted person at the provider: the login page logs in `test_user`
-    /// and redirects to vaultd's loopback listener, which this request follows.
-    static func browse(_ url: String) {
-        guard let u = URL(string: url) else { return }
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: URLRequest(url: u, timeoutInterval: 10)) { _, _, _ in done.signal() }.resume()
-        _ = done.wait(timeout: .now() + 15)
     }
 
     /// Runs `body` on a copy of the store's files, leaving the originals as vaultd left them.

@@ -12,7 +12,9 @@ import Glibc
 final class OIDCRedirectTests: OIDCTestCase {
 
     /// A "browser" that does what a hostile page or a person who walks away would
-    /// do (env FORGE_MODE): `stall` opens the login page and stops there;
+    /// do (env FORGE_MODE). It is started, as any browser, at vaultd's one-time
+    /// launch page, which it follows to the provider's address first (but in the
+    /// two modes that let something else read it first): `stall` opens the login page and stops there;
     /// `forged_state` sends a redirect with someone else's state; `dup_state`
     /// repeats the right state; `stray_then_real` sends the forged one, writes
     /// its HTTP status to FORGE_OUT.stray, then logs in as scripts/demo-browser
@@ -25,19 +27,44 @@ final class OIDCRedirectTests: OIDCTestCase {
     /// login's address from this browser's command line (as `ps` shows it to
     /// anyone) and log in with it as Ola, following the provider's redirect to
     /// the port as their own browser would, writes that user's uid, whether the
-    /// address was found and the answer it got to FORGE_OUT.other, then logs in.
-    /// It writes the redirect_uri to FORGE_OUT.
+    /// address was found and the answer it got to FORGE_OUT.other, then logs in;
+    /// `same_user_first` has a program of this user (as a Snap app of the person's
+    /// may: same uid, host pid namespace) find the address the same way and open
+    /// it at once, log in as Ola at the provider a second later (its own login
+    /// there), and follow the redirect, while the person's browser opens the
+    /// same address after it and takes three seconds at the provider as Kari;
+    /// it writes the person's statuses to FORGE_OUT.person and that program's
+    /// lines to FORGE_OUT.same. It writes the redirect_uri to FORGE_OUT.
     static let forgingBrowser = #"""
         #!/usr/bin/python3
-        import os, subprocess, sys, urllib.error, urllib.parse, urllib.request
-        url = sys.argv[1]
+        import http.client, os, subprocess, sys, time, urllib.error, urllib.parse, urllib.request
         # Another user (nobody) when run as root; else this user.
         OTHER = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
-        with open(os.environ["FORGE_OUT"], "w") as f:
-            f.write(q["redirect_uri"])
+        FOLLOW = r"""
+        def follow(url):
+            # vaultd's launch page answers its first request with the provider's address.
+            parts = urllib.parse.urlsplit(url)
+            if parts.hostname != "127.0.0.1" or not parts.path.startswith("/login/"):
+                return url, None
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+            conn.request("GET", parts.path)
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            return r.getheader("Location"), r.status
+        """
+        exec(FOLLOW)
+        launch = sys.argv[1]
         mode = os.environ["FORGE_MODE"]
         iss = os.environ.get("FORGE_ISS", "")
+        def redirect_uri(url):
+            q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+            with open(os.environ["FORGE_OUT"], "w") as f:
+                f.write(q["redirect_uri"] if "redirect_uri" in q else launch)
+            return q
+        if mode not in ("other_user_logs_in", "same_user_first"):
+            url, _ = follow(launch)
+            q = redirect_uri(url)
         HOLDER = r"""
         import os, socket, sys, time
         port, n, enough = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -64,8 +91,12 @@ final class OIDCRedirectTests: OIDCTestCase {
         print(count, os.getuid(), flush=True)
         time.sleep(60)  # holds the rest while the browser logs in, then stops by itself
         """
+        # Finds the login's address on a browser's command line (the launch page, or
+        # the provider's address itself), opens it, and after argv[1] seconds logs
+        # in there as Ola, following the provider's redirect as a browser would.
         SNOOPER = r"""
-        import os, urllib.error, urllib.request
+        import http.client, os, sys, time, urllib.error, urllib.parse, urllib.request
+        """ + FOLLOW + r"""
         address = None
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
@@ -73,11 +104,14 @@ final class OIDCRedirectTests: OIDCTestCase {
                     args = f.read().split(b"\0")
             except OSError:
                 continue
-            address = next((a.decode() for a in args if a.startswith(b"http") and b"redirect_uri=" in a and b"state=" in a), address)
+            address = next((a.decode() for a in args if a.startswith(b"http") and (b"/login/" in a or b"state=" in a)), address)
         print(os.getuid(), address is not None, flush=True)
         if address:
             try:
-                answer = urllib.request.urlopen(address + "&test_user=ola", timeout=30).status
+                provider, status = follow(address)
+                print("opened", status, flush=True)
+                time.sleep(float(sys.argv[1]))
+                answer = urllib.request.urlopen(provider + "&test_user=ola", timeout=30).status
             except urllib.error.HTTPError as e:
                 answer = e.code
             except Exception as e:
@@ -86,11 +120,35 @@ final class OIDCRedirectTests: OIDCTestCase {
         """
         try:
             if mode == "other_user_logs_in":
-                snooper = subprocess.run(OTHER + [sys.executable, "-c", SNOOPER], stdin=subprocess.DEVNULL,
+                snooper = subprocess.run(OTHER + [sys.executable, "-c", SNOOPER, "0"], stdin=subprocess.DEVNULL,
                                          capture_output=True, text=True, timeout=60)
                 with open(os.environ["FORGE_OUT"] + ".other", "w") as f:
                     f.write(snooper.stdout)
+                url, _ = follow(launch)
+                redirect_uri(url)
                 os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
+            if mode == "same_user_first":
+                snooper = subprocess.Popen([sys.executable, "-c", SNOOPER, "1"], stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                said = [snooper.stdout.readline(), snooper.stdout.readline()]  # found it; opened it
+                url, status = follow(launch)
+                redirect_uri(url or "")
+                person = [str(status)]
+                if url:
+                    time.sleep(3)  # the person at BankID
+                    try:
+                        person.append(str(urllib.request.urlopen(url + "&test_user=kari", timeout=30).status))
+                    except urllib.error.HTTPError as e:
+                        person.append(str(e.code))
+                    except Exception as e:
+                        person.append(type(e).__name__)
+                said.append(snooper.stdout.readline())
+                snooper.wait(timeout=60)
+                with open(os.environ["FORGE_OUT"] + ".person", "w") as f:
+                    f.write(" ".join(person))
+                with open(os.environ["FORGE_OUT"] + ".same", "w") as f:
+                    f.write("".join(said))
+                sys.exit(0)
             if mode == "held_then_real":
                 port = urllib.parse.urlsplit(q["redirect_uri"]).port
                 holder = subprocess.Popen(OTHER + [sys.executable, "-c", HOLDER, str(port), "96", "96" if OTHER else "64"],
@@ -219,14 +277,16 @@ final class OIDCRedirectTests: OIDCTestCase {
         }
     }
 
-    /// The login's address (its `state`, PKCE challenge and nonce) is on the
-    /// browser's command line, which every user of the computer can read. Another
-    /// user who logs in with it as themselves has their browser follow the
-    /// provider's redirect to vaultd's port: that redirect carried the right
-    /// `state` and a code for vaultd's own PKCE challenge, so vaultd took it, and
-    /// the person's vault was logged in as the other user (on a vault with no
-    /// owner yet, that user became its owner; else the person's login was lost).
-    /// The port serves only this user's own programs.
+    /// The login's address is on the browser's command line, which every user of
+    /// the computer can read. When it was the provider's (its `state`, PKCE
+    /// challenge and nonce), another user who logged in with it as themselves had
+    /// their browser follow the provider's redirect to vaultd's port: that
+    /// redirect carried the right `state` and a code for vaultd's own PKCE
+    /// challenge, so vaultd took it, and the person's vault was logged in as the
+    /// other user (on a vault with no owner yet, that user became its owner).
+    /// It is now the one-time launch page, which another user cannot even open
+    /// first: the port serves only this user's own programs, so the person's
+    /// browser opens it once and logs in.
     func testAnotherUserWithTheLoginsAddressCannotAnswerTheRedirect() throws {
         guard getuid() == 0 else { throw cannotRunHere("another user is played with setpriv, which needs root") }
         let bankid = try startProvider("bankid")
@@ -235,7 +295,7 @@ final class OIDCRedirectTests: OIDCTestCase {
         let (r, _) = try forgedLogin(v, provider: bankid, mode: "other_user_logs_in", timeout: 90)
         let other = try String(contentsOfFile: out + ".other", encoding: .utf8).split(separator: "\n").map(String.init)
         XCTAssertEqual(other.first, "65534 True", "another user found the login's address in the browser's command line: \(other)")
-        XCTAssertEqual(other.count, 2, "the other user's browser said how its redirect went: \(other)")
+        XCTAssertEqual(other.count, 2, "the other user said how opening the address went: \(other)")
         XCTAssertNotEqual(other.last, "200", "vaultd answered the other user's redirect as the login's: \(other)")
         XCTAssertEqual(r.exit, 0, "the person's own browser logged in: \(r)")
         XCTAssertEqual(r.json?["claims"]?["name"], "Kari Nordmann", "the vault was logged in as someone else: \(r)")
@@ -243,6 +303,38 @@ final class OIDCRedirectTests: OIDCTestCase {
         XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "only the person's code was exchanged")
         XCTAssertTrue(v.log.contains("connection(s) to the redirect port from another user's programs"),
                       "the refused connection is noted: \(v.log)")
+    }
+
+    /// The login's address on the browser's command line can be read by every
+    /// program of the person too, a Snap app among them (same uid, the host's pid
+    /// namespace: its AppArmor profile lets it read `/proc/PID/cmdline` of the
+    /// person's processes), and the port serves the person's programs. With the
+    /// provider's address there, such a program logged in at the provider as
+    /// someone else with the login's own request and brought the redirect back
+    /// while the person was still at the provider: the vault was logged in as
+    /// Ola. The browser now gets a one-time launch page: the program that opens it
+    /// first gets the provider's address, and when the person's browser opens it
+    /// too the login ends for both, with a sentence that says so.
+    func testAProgramOfThisUserThatOpensTheLoginsAddressFirstCannotFinishIt() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let out = v.root + "/redirect-same_user_first.txt"
+        let (r, _) = try forgedLogin(v, provider: bankid, mode: "same_user_first", timeout: 90)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, !FileManager.default.fileExists(atPath: out + ".same") { usleep(100_000) }
+        let same = try String(contentsOfFile: out + ".same", encoding: .utf8).split(separator: "\n").map(String.init)
+        let person = try String(contentsOfFile: out + ".person", encoding: .utf8)
+        XCTAssertEqual(same.first, "\(getuid()) True", "the program found the login's address on the browser's command line: \(same)")
+        XCTAssertEqual(same.count, 3, "it said how each step went: \(same)")
+        XCTAssertEqual(same.dropFirst().first, "opened 302", "it opened the address before the person's browser: \(same)")
+        XCTAssertNotEqual(same.last, "200", "vaultd answered the program's redirect as the login's: \(same)")
+        XCTAssertEqual(person, "410", "the person's browser was told the page was opened twice")
+        assertLoginFails(r, code: "login_failed", message: Messages.loginPageOpenedTwice.en)
+        XCTAssertFalse(try sessions(v).contains { $0["name"] == "Ola Nordmann" }, "the program's login was stored")
+        try assertNothingStored(v)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0, "no code was exchanged")
+        XCTAssertTrue(v.log.contains("the login page was opened twice"), "the reason is in vaultd's log: \(v.log)")
+        XCTAssertEqual(login(v, bankid.profile).exit, 0, "the next login, opened once, logs in")
     }
 
     /// A sandboxed app that starts a login was relayed its page (`open_url`), whose
@@ -274,10 +366,8 @@ final class OIDCRedirectTests: OIDCTestCase {
                     p = m["prompt"]
                     kinds.append(p.get("kind"))
                     if p.get("kind") == "open_url":
-                        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(p["url"]).query))
-                        forged = [("code", "a-code-of-its-own"), ("state", q["state"]), ("iss", "\(bankid.issuer)")]
-                        try:
-                            injected = urllib.request.urlopen(q["redirect_uri"] + "?" + urllib.parse.urlencode(forged), timeout=30).status
+                        try:  # opens it before the person's browser could
+                            injected = urllib.request.urlopen(p["url"], timeout=30).status
                         except urllib.error.HTTPError as e:
                             injected = e.code
                     elif p.get("kind") != "message":

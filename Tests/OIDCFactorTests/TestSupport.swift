@@ -467,7 +467,7 @@ final class StubOIDC: Sendable {
         return body
     }
 
-    private func token(_ request: StubRequest) async -> StubReply {
+    func token(_ request: StubRequest) async -> StubReply {
         let form = request.form
         switch form["grant_type"] {
         case "authorization_code":
@@ -505,12 +505,15 @@ final class StubOIDC: Sendable {
 
 struct AuthRequest: Sendable {
     var url: String
+    /// The launch page the browser was started at, which led to `url`.
+    var launchURL: String
     var params: [String: String]
     var redirectURI: String { params["redirect_uri"] ?? "" }
     var state: String { params["state"] ?? "" }
 
-    init(url: String) {
+    init(url: String, launchURL: String = "") {
         self.url = url
+        self.launchURL = launchURL
         var params: [String: String] = [:]
         if let q = url.firstIndex(of: "?") {
             for (k, v) in FormEncoding.parseQuery(url[url.index(after: q)...]) ?? [] { params[k] = v }
@@ -541,6 +544,13 @@ func browserGET(_ url: String, timeout: Duration = .seconds(20)) async throws ->
     return (Int(response.status.code), response.headers, String(buffer: body))
 }
 
+/// A browser's first step: the loopback listener's one-time launch page
+/// redirects to the provider's authorization request. "" when it does not.
+func followLaunchPage(_ launchURL: String) async -> String {
+    guard let r = try? await browserGET(launchURL), r.status == 302 else { return "" }
+    return r.headers["location"].first ?? ""
+}
+
 /// A person's client whose "browser" is `action`: given the authorization
 /// request, it returns the redirect query to send back (nil: never comes back).
 final class BrowserConversation: FactorConversation {
@@ -549,6 +559,8 @@ final class BrowserConversation: FactorConversation {
     let language: Language
     let action: Action
     let opened = Locked<[(url: String, text: LocalizedText)]>([])
+    /// The addresses the browser was started at (the listener's launch pages).
+    let launched = Locked<[String]>([])
     private let task = Locked<Task<BrowserResult?, Never>?>(nil)
 
     init(language: Language = .en, action: @escaping Action) {
@@ -560,9 +572,13 @@ final class BrowserConversation: FactorConversation {
     func askSecret(_ prompt: LocalizedText) async throws(FactorError) -> SecureBytes { throw .notInteractive }
     func confirm(_ prompt: LocalizedText) async throws(FactorError) -> Bool { throw .notInteractive }
 
-    func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
+    /// Opens the launch page as a browser does, and records where it leads: the
+    /// authorization request (`opened`), never on the launch page's address.
+    func openURL(_ launchURL: String, _ text: LocalizedText) async throws(FactorError) {
+        launched.withLock { $0.append(launchURL) }
+        let url = await followLaunchPage(launchURL)
         opened.withLock { $0.append((url, text)) }
-        let request = AuthRequest(url: url)
+        let request = AuthRequest(url: url, launchURL: launchURL)
         let action = self.action
         task.withLock {
             $0 = Task {
