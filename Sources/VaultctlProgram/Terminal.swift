@@ -33,10 +33,10 @@ struct Terminal {
         return nil
     }
 
-    /// Whether an `open_url` prompt's URL is a login page of a configured
-    /// provider: http(s), on one of the authorization-endpoint origins vaultd
-    /// (whose uid the connection checked) sent with the prompt. Anything else,
-    /// say a plugin's page or a file: URL, is only printed.
+    /// Whether an `open_url` prompt's URL is a login's page: http(s), on one of
+    /// the origins vaultd (whose uid the connection checked) sent with the
+    /// prompt, the launch pages of its logins waiting now. Anything else, say a
+    /// plugin's page or a file: URL, is only printed.
     static func mayOpen(_ url: String, _ prompt: Prompt) -> Bool {
         guard let origin = WebOrigin.of(url) else { return false }
         return (prompt.extra["origins"]?.arrayValue ?? []).contains { $0.stringValue == origin }

@@ -337,6 +337,32 @@ final class OIDCRedirectTests: OIDCTestCase {
         XCTAssertEqual(login(v, bankid.profile).exit, 0, "the next login, opened once, logs in")
     }
 
+    /// What vaultd sends a client to open is the login's launch page, and the
+    /// only origin it names as openable is that page's: not the provider's
+    /// (a plugin's `open_url` at the provider's authorization endpoint, with a
+    /// request of its own, is only printed), and none once the login is over.
+    func testTheClientIsSentOnlyTheLaunchPageToOpen() throws {
+        let bankid = try startProvider("bankid")
+        let v = try startVaultd(providers: [bankid])
+        let c = try RawClient(path: v.socketPath)
+        defer { c.close() }
+        try c.hello(interactive: true)
+        var sent: (url: String, origins: [String])?
+        let r = try c.call("login", ["provider": .string(bankid.profile)], timeout: 30) { prompt in
+            if prompt.kind == .openURL, let url = prompt.extra["url"]?.stringValue {
+                sent = (url, (prompt.extra["origins"]?.arrayValue ?? []).compactMap(\.stringValue))
+                _ = try? runProcess(TestProvider.browser, [url], env: childEnvironment(["TEST_USER": "kari"]), timeout: 30)
+            }
+            return prompt.kind == .confirm ? .value(false) : .none
+        }
+        XCTAssertEqual(r["result"]?["account"]?.stringValue?.isEmpty, false, "the login through the launch page logged in: \(r.text)")
+        let (url, origins) = try XCTUnwrap(sent, "an open_url prompt came")
+        XCTAssertNotNil(url.wholeMatch(of: #/http://127\.0\.0\.1:\d+/login/[A-Za-z0-9_-]{43}/#), url)
+        XCTAssertEqual(origins, [WebOrigin.of(url) ?? "?"], "only the launch page's origin is openable")
+        XCTAssertFalse(origins.contains(WebOrigin.of(bankid.issuer) ?? "?"), "the provider's origin is openable")
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1)
+    }
+
     /// A sandboxed app that starts a login was relayed its page (`open_url`), whose
     /// address carries the login's `state`: it could answer the redirect port before
     /// the person's browser, with a code of its own getting (one it got by logging in

@@ -6,8 +6,8 @@ import Glibc
 #endif
 
 /// vaultctl opens a browser only at an http(s) URL whose origin is one of the
-/// configured providers' authorization endpoints (the `origins` vaultd sends
-/// with an `open_url` prompt); anything else is printed with a warning.
+/// `origins` vaultd sends with an `open_url` prompt (the launch pages of its
+/// logins waiting now); anything else is printed with a warning.
 final class OpenURLTests: VaultdTestCase {
     /// A stand-in vaultd (same uid): answers `hello`, and answers `login` with
     /// one `open_url` prompt for argv[2] with the origins in argv[3] (JSON),

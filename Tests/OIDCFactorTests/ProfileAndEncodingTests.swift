@@ -76,7 +76,8 @@ final class ProfileAndEncodingTests: XCTestCase {
                      Messages.providerUnavailable(provider: "BankID", alternatives: ["Vipps"]),
                      Messages.openBrowserToLogIn(provider: "BankID"), Messages.loginAlreadyWaiting,
                      Messages.loginTooWeak(provider: "BankID"), Messages.loginNeedsBrowser(provider: "Vipps"),
-                     Messages.redirectPortHeldByAnotherUser(provider: "BankID")] {
+                     Messages.redirectPortHeldByAnotherUser(provider: "BankID"), Messages.loginPageOpenedTwice,
+                     Messages.browserGoingToLogin] {
             XCTAssertFalse(text.nb.isEmpty)
             XCTAssertNotEqual(text.nb, text.en)
         }
