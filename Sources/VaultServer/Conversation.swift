@@ -75,10 +75,11 @@ struct ServerConversation: ClientConversation {
 
     func openURL(_ url: String, _ text: LocalizedText) async throws(FactorError) {
         guard isInteractive else { throw .notInteractive }
-        // The login page's address carries the login's `state` (and its whole
-        // request): a sandboxed or unidentified app that read it could answer the
-        // redirect port before the person's browser, with a code of its own
-        // getting. Such an app lets vaultd open the page (`"prompter": "vault"`).
+        // The login's launch page leads once to its whole request: a sandboxed
+        // or unidentified app sent it would open it before the person's browser
+        // and log in there as whoever it likes (the person's browser, coming
+        // second, only ends the login). Such an app lets vaultd open the page
+        // (`"prompter": "vault"`).
         guard !requester.isConfined else { throw .notInteractive }
         // The client opens only a URL on one of these origins (docs/protocol.md):
         // a plugin or anything else that names another page gets it printed.

@@ -347,6 +347,9 @@ BEHAVIOURS = {
     "no_iss_parameter": "true: no iss in the authorization response (still advertised)",
     "error_and_code": "true or an error code: redirect has both error and a valid code",
     "authorize_error": "true (= access_denied) or an error code, e.g. server_error",
+    "signed_in_as": "a test user id: the browser is signed in at the provider already (its "
+                    "session cookie, as after an earlier login), so /authorize logs that user "
+                    "in without a page to click on (test_user / sub still win)",
     # token endpoint ("grant" can limit them to one grant type)
     "token_error": "an OAuth error code (400 JSON; invalid_client 401) or an HTTP status "
                    "(number: that status with a non-JSON body); optional \"status\" key",
@@ -994,6 +997,9 @@ class Handler(BaseHTTPRequestHandler):
 
         # 3. Login: automated with test_user (query) / sub (form), else a page to click on.
         user_id = params.get("test_user") or params.get("sub")
+        if not user_id and params.get("action") != "cancel":
+            signed_in = P.take("signed_in_as")
+            user_id = str(signed_in["value"]) if signed_in else None
         if params.get("action") == "cancel":
             return fail("access_denied", "the user cancelled the login")
         if not user_id:

@@ -386,6 +386,18 @@ class StrictCase(unittest.TestCase):
         self.assertEqual(r6.status, 302)
         self.assertEqual(r6.redirect_params()["state"], c5["state"])
 
+    def test_signed_in_at_the_provider_logs_in_without_a_page(self):
+        self.behave(signed_in_as="ola")
+        r, ctx = self.authorize(user=None)
+        self.assertEqual(r.status, 302, r.body)
+        ctx["code"] = r.redirect_params()["code"]
+        tok = self.exchange(ctx).json()
+        self.assertEqual(self.userinfo(tok["access_token"]).json()["name"], "Ola Nordmann")
+        r, _ = self.authorize(user="kari")  # a user named in the request still wins
+        self.assertEqual(r.status, 302)
+        self.behave(signed_in_as=None)
+        self.assertEqual(self.authorize(user=None)[0].status, 200, "signed out: the page to click on")
+
     def test_revocation(self):
         _, tok = self.tokens()
         r = request("POST", f"{self.base}/revoke", form={"token": tok["access_token"], "client_id": CLIENT_ID})
@@ -904,7 +916,7 @@ class TestRegisteredRedirect(StrictCase):
     test_discovery = test_code_flow_with_pkce = test_code_is_one_time_and_replay_revokes = None
     test_pkce_is_required_s256_only = test_authorize_validation = test_revocation = None
     test_confidential_client = test_key_rotation = test_admin_user_claims_and_expiry = None
-    test_login_page_and_form_post = None
+    test_login_page_and_form_post = test_signed_in_at_the_provider_logs_in_without_a_page = None
 
 
 # ---------------------------------------------------------------------------------------
