@@ -7,47 +7,70 @@ import Glibc
 #endif
 
 /// The person's browser is a real one: every other login test scripts it. Here
-/// Chromium (headless) is what vaultctl starts at the login's one-time launch
-/// page. It must ask for that page exactly once (a second request would end
-/// the login as "opened twice"), follow its redirect to the provider, where it
-/// is signed in already (the strict provider's `signed_in_as`, as after an
-/// earlier login: nothing to click on), come back to vaultd's port and show
-/// vaultd's page.
+/// Chromium and Firefox ESR (headless) are what vaultctl starts at the login's
+/// one-time launch page. Each must ask for that page exactly once (a second
+/// request would end the login as "opened twice"), follow its redirect to the
+/// provider, where it is signed in already (the strict provider's
+/// `signed_in_as`, as after an earlier login: nothing to click on), come back
+/// to vaultd's port and show vaultd's page.
 final class RealBrowserTests: OIDCTestCase {
-    func chromium() throws -> String {
-        for path in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] where FileManager.default.isExecutableFile(atPath: path) {
-            return path
-        }
-        throw cannotRunHere("Chromium is not installed (scripts/setup installs it)")
+    func installed(_ name: String, _ paths: [String]) throws -> String {
+        for path in paths where FileManager.default.isExecutableFile(atPath: path) { return path }
+        throw cannotRunHere("\(name) is not installed (scripts/setup installs it)")
+    }
+
+    /// Logs in with `browser` (a shell script's lines, `$1` the address) as what
+    /// vaultctl starts, then checks what vaultd and the provider saw.
+    func logIn(with browser: String, _ v: VaultdProcess, _ provider: TestProvider,
+               file: StaticString = #filePath, line: UInt = #line) throws {
+        let script = v.root + "/browser"
+        try ("#!/bin/sh\n" + browser + "\n").write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let r = ctl(v, ["login", provider.profile, "--browser", script, "--json"], stdin: "n\n", timeout: 90)
+        XCTAssertEqual(r.exit, 0, "the browser logged in through the launch page: \(r)", file: file, line: line)
+        XCTAssertEqual(r.json?["claims"]?["name"], "Kari Nordmann", "\(r)", file: file, line: line)
+        XCTAssertFalse(v.log.contains("opened twice"), "the browser asked for the launch page more than once: \(v.log)",
+                       file: file, line: line)
+        let stats = try provider.stats()
+        XCTAssertEqual(int(stats["requests"]?["login_page"]), 0, "signed in at the provider: no page to click on",
+                       file: file, line: line)
+        XCTAssertEqual(int(stats["requests"]?["token"]), 1, "one code exchanged", file: file, line: line)
     }
 
     func testChromiumLogsInThroughTheLaunchPage() throws {
-        let chromium = try chromium()
+        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
         let bankid = try startProvider("bankid")
         try bankid.behave(["signed_in_as": "kari"])
         let v = try startVaultd(providers: [bankid])
         let page = v.root + "/chromium-page.html"
-        let browser = v.root + "/chromium"
         // As root (the tests here), Chromium starts only without its own sandbox.
         let sandbox = getuid() == 0 ? " --no-sandbox" : ""
-        try """
-            #!/bin/sh
+        try logIn(with: """
             \(chromium) --headless\(sandbox) --disable-gpu --no-first-run --user-data-dir=\(v.root)/chromium-profile \
               --dump-dom "$1" > \(page).tmp 2>/dev/null
             mv \(page).tmp \(page)
-
-            """.write(toFile: browser, atomically: true, encoding: .utf8)
-        chmod(browser, 0o755)
-        let r = ctl(v, ["login", bankid.profile, "--browser", browser, "--json"], stdin: "n\n", timeout: 90)
-        XCTAssertEqual(r.exit, 0, "Chromium logged in through the launch page: \(r)")
-        XCTAssertEqual(r.json?["claims"]?["name"], "Kari Nordmann", "\(r)")
+            """, v, bankid)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, !FileManager.default.fileExists(atPath: page) { usleep(100_000) }
         let shown = (try? String(contentsOfFile: page, encoding: .utf8)) ?? ""
         XCTAssertTrue(shown.contains("You are logged in with BankID"), "the page Chromium showed: \(shown)")
-        XCTAssertFalse(v.log.contains("opened twice"), "Chromium asked for the launch page more than once: \(v.log)")
-        let stats = try bankid.stats()
-        XCTAssertEqual(int(stats["requests"]?["login_page"]), 0, "signed in at the provider: no page to click on")
-        XCTAssertEqual(int(stats["requests"]?["token"]), 1, "one code exchanged")
+    }
+
+    /// Debian's own default browser. `--screenshot` loads the page as a window
+    /// would and saves a picture of it.
+    func testFirefoxLogsInThroughTheLaunchPage() throws {
+        let firefox = try installed("Firefox ESR", ["/usr/bin/firefox-esr", "/usr/bin/firefox"])
+        let vipps = try startProvider("vipps")
+        try vipps.behave(["signed_in_as": "kari"])
+        let v = try startVaultd(providers: [vipps])
+        let shot = v.root + "/firefox.png"
+        try logIn(with: """
+            mkdir -p \(v.root)/firefox-profile
+            HOME=\(v.root) exec \(firefox) --headless --no-remote --profile \(v.root)/firefox-profile \
+              --screenshot \(shot) "$1" >/dev/null 2>&1
+            """, v, vipps)
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !FileManager.default.fileExists(atPath: shot) { usleep(100_000) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shot), "Firefox showed vaultd's page and saved it")
     }
 }
