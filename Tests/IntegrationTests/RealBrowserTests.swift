@@ -37,22 +37,32 @@ final class RealBrowserTests: OIDCTestCase {
         XCTAssertEqual(int(stats["requests"]?["token"]), 1, "one code exchanged", file: file, line: line)
     }
 
+    /// Chromium loading `$1` and saving the page it ends at to `page`.
+    func chromiumScript(_ chromium: String, page: String, profile: String) -> String {
+        // As root (the tests here), Chromium starts only without its own sandbox.
+        let sandbox = getuid() == 0 ? " --no-sandbox" : ""
+        return """
+            \(chromium) --headless\(sandbox) --disable-gpu --no-first-run --user-data-dir=\(profile) \
+              --dump-dom "$1" > \(page).tmp 2>/dev/null
+            mv \(page).tmp \(page)
+            """
+    }
+
+    /// What the browser saved of the page it ended at (waits for it).
+    func savedPage(_ page: String) -> String {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, !FileManager.default.fileExists(atPath: page) { usleep(100_000) }
+        return (try? String(contentsOfFile: page, encoding: .utf8)) ?? ""
+    }
+
     func testChromiumLogsInThroughTheLaunchPage() throws {
         let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
         let bankid = try startProvider("bankid")
         try bankid.behave(["signed_in_as": "kari"])
         let v = try startVaultd(providers: [bankid])
         let page = v.root + "/chromium-page.html"
-        // As root (the tests here), Chromium starts only without its own sandbox.
-        let sandbox = getuid() == 0 ? " --no-sandbox" : ""
-        try logIn(with: """
-            \(chromium) --headless\(sandbox) --disable-gpu --no-first-run --user-data-dir=\(v.root)/chromium-profile \
-              --dump-dom "$1" > \(page).tmp 2>/dev/null
-            mv \(page).tmp \(page)
-            """, v, bankid)
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, !FileManager.default.fileExists(atPath: page) { usleep(100_000) }
-        let shown = (try? String(contentsOfFile: page, encoding: .utf8)) ?? ""
+        try logIn(with: chromiumScript(chromium, page: page, profile: v.root + "/chromium-profile"), v, bankid)
+        let shown = savedPage(page)
         XCTAssertTrue(shown.contains("You are logged in with BankID"), "the page Chromium showed: \(shown)")
     }
 
@@ -72,5 +82,57 @@ final class RealBrowserTests: OIDCTestCase {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, !FileManager.default.fileExists(atPath: shot) { usleep(100_000) }
         XCTAssertTrue(FileManager.default.fileExists(atPath: shot), "Firefox showed vaultd's page and saved it")
+    }
+
+    /// The whole chain as a person on GNOME has it: an app lets vaultd ask, vaultd
+    /// opens the launch page with the real `xdg-open`, which on GNOME hands it to
+    /// `gio open`, which starts the person's default browser (here Chromium, as
+    /// its `.desktop` file and `mimeapps.list` name it) with the address as it
+    /// is, fetching nothing itself; vaultd's own wait dialog (the scripted
+    /// pinentry) waits beside it.
+    func testOnGNOMEVaultdOpensTheLaunchPageWithXdgOpenAndTheDefaultBrowserLogsIn() throws {
+        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
+        _ = try installed("xdg-open", ["/usr/bin/xdg-open"])
+        _ = try installed("gio", ["/usr/bin/gio"])
+        let bankid = try startProvider("bankid")
+        try bankid.behave(["signed_in_as": "kari"])
+        let dir = try makeTemporaryDirectory("real-xdg-open")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
+        let fake = VaultPrompterTests.Fake(log: dir + "/log", script: dir + "/script")
+        try fake.set(["wait"])
+        let page = dir + "/page.html"
+        try ("#!/bin/sh\n" + chromiumScript(chromium, page: page, profile: dir + "/chromium-profile") + "\n")
+            .write(toFile: dir + "/browser", atomically: true, encoding: .utf8)
+        chmod(dir + "/browser", 0o755)
+        try FileManager.default.createDirectory(atPath: dir + "/data/applications", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir + "/config", withIntermediateDirectories: true)
+        try """
+            [Desktop Entry]
+            Type=Application
+            Name=Test browser
+            Exec=\(dir)/browser %u
+            MimeType=x-scheme-handler/http;x-scheme-handler/https;text/html;
+
+            """.write(toFile: dir + "/data/applications/test-browser.desktop", atomically: true, encoding: .utf8)
+        try "[Default Applications]\nx-scheme-handler/http=test-browser.desktop\nx-scheme-handler/https=test-browser.desktop\n"
+            .write(toFile: dir + "/config/mimeapps.list", atomically: true, encoding: .utf8)
+        var env = fake.env
+        env["XDG_CURRENT_DESKTOP"] = "GNOME"
+        env["XDG_DATA_HOME"] = dir + "/data"
+        env["XDG_DATA_DIRS"] = dir + "/data:/usr/share"
+        env["XDG_CONFIG_HOME"] = dir + "/config"
+        env["BROWSER"] = nil
+        let v = try startVaultd(config: config([bankid.configTable()]), env: env)
+        let c = try v.raw()
+        defer { c.close() }
+        let hello = try c.call("hello", ["version": 1, "client": "aktivitetslogg", "lang": "en", "prompter": "vault",
+                                         "display": ":42"])
+        XCTAssertEqual(hello.result?["prompter"], "vault", hello.text)
+        let r = try c.call("login", ["provider": "bankid"], timeout: 90)
+        XCTAssertTrue(r.isOK, "the default browser logged in through the launch page: \(r.text) \(v.log)")
+        let shown = savedPage(page)
+        XCTAssertTrue(shown.contains("You are logged in with BankID"), "the page the browser showed: \(shown)")
+        XCTAssertFalse(v.log.contains("opened twice"), "the launch page was asked for more than once: \(v.log)")
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 1, "one code exchanged")
     }
 }
