@@ -319,12 +319,14 @@ final class LoopbackListener: Sendable {
     }
 
     /// The launch page: the first request is sent on to the provider; a second
-    /// one ends the login, and one after the redirect came is remembered, so
-    /// the flow does not keep a login another program may have finished.
+    /// one ends the login, and one after the redirect came is remembered until
+    /// `stop`, so the flow does not keep a login another program may have
+    /// finished. Once the login has ended it is only "already handled".
     private func openLaunchPage() -> BrowserPage {
         enum Answer { case notYet, over, onward(String), again }
         let answer = state.withLock { s -> Answer in
             guard let target = s.launchTarget else { return .notYet }  // its address is not out yet
+            guard s.phase != .finished else { return .over }  // the login has ended, however it went
             s.launchesServed += 1
             if s.launchesServed > 1 { return .again }
             return s.phase == .listening ? .onward(target) : .over
@@ -344,8 +346,15 @@ final class LoopbackListener: Sendable {
                            message: Messages.browserGoingToLogin.text(language), location: target)
     }
 
-    /// Whether the launch page was asked for more than once (at any time).
-    var openedTwice: Bool { state.withLock { $0.launchesServed > 1 } }
+    /// Stops taking requests into the login (`finish` answers and closes) and
+    /// says whether the launch page was asked for more than once until now:
+    /// from here on nothing a request brings changes how the login ends.
+    func stop() -> Bool {
+        state.withLock { s in
+            s.phase = .finished
+            return s.launchesServed > 1
+        }
+    }
 
     /// Requests on the redirect path that lacked the login's `state` (ignored).
     var strayRequests: Int { state.withLock { $0.strayRequests } }

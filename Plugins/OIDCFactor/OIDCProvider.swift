@@ -1,6 +1,6 @@
+import Locking
 import NIOCore
 import NIOHTTP1
-import Locking
 import OIDCToken
 import VaultFactor
 
@@ -126,7 +126,7 @@ public final class OIDCProvider: IdentityProvider {
                 waitingLogins.withLock { o in o.firstIndex(of: origin).map { _ = o.remove(at: $0) } }
             }
         }
-        let outcome: Result<VerifiedLogin, VaultFailure>
+        var outcome: Result<VerifiedLogin, VaultFailure>
         let started = now()
         do {
             var verified = try await run(conversation, metadata: metadata, listener: listener, state: state, options: options)
@@ -139,6 +139,11 @@ public final class OIDCProvider: IdentityProvider {
         } catch {
             outcome = .failure(error)
         }
+        // The person's browser may come to the launch page only after another
+        // program used it and logged in: until the listener stops, a second
+        // request for it means that login is not theirs, and that is what the
+        // person hears, as the second browser's page said.
+        if listener.stop() { outcome = .failure(openedTwice()) }
         let page: BrowserPage
         switch outcome {
         case .success:
@@ -245,9 +250,6 @@ public final class OIDCProvider: IdentityProvider {
         if profile.readsUserinfo {
             userClaims = try await userinfo(metadata: metadata, accessToken: tokens.accessToken, expectedSub: sub)
         }
-        // The person's browser may come to the launch page only now, after
-        // another program used it and logged in: that login is not theirs.
-        guard !listener.openedTwice else { throw openedTwice() }
         return try assemble(idClaims: idClaims, userClaims: userClaims, tokens: tokens)
     }
 
