@@ -94,6 +94,8 @@ final class OIDCRedirectTests: OIDCTestCase {
         # Finds the login's address on a browser's command line (the launch page, or
         # the provider's address itself), opens it, and after argv[1] seconds logs
         # in there as Ola, following the provider's redirect as a browser would.
+        # It reads every process's command line, as `ps` does, and takes the one of
+        # the browser pid argv[2] (other logins may run on the machine beside this one).
         SNOOPER = r"""
         import http.client, os, sys, time, urllib.error, urllib.parse, urllib.request
         """ + FOLLOW + r"""
@@ -104,7 +106,9 @@ final class OIDCRedirectTests: OIDCTestCase {
                     args = f.read().split(b"\0")
             except OSError:
                 continue
-            address = next((a.decode() for a in args if a.startswith(b"http") and (b"/login/" in a or b"state=" in a)), address)
+            found = next((a.decode() for a in args if a.startswith(b"http") and (b"/login/" in a or b"state=" in a)), None)
+            if found and pid == sys.argv[2]:
+                address = found
         print(os.getuid(), address is not None, flush=True)
         if address:
             try:
@@ -120,7 +124,7 @@ final class OIDCRedirectTests: OIDCTestCase {
         """
         try:
             if mode == "other_user_logs_in":
-                snooper = subprocess.run(OTHER + [sys.executable, "-c", SNOOPER, "0"], stdin=subprocess.DEVNULL,
+                snooper = subprocess.run(OTHER + [sys.executable, "-c", SNOOPER, "0", str(os.getpid())], stdin=subprocess.DEVNULL,
                                          capture_output=True, text=True, timeout=60)
                 with open(os.environ["FORGE_OUT"] + ".other", "w") as f:
                     f.write(snooper.stdout)
@@ -128,7 +132,7 @@ final class OIDCRedirectTests: OIDCTestCase {
                 redirect_uri(url)
                 os.execv(os.environ["FORGE_REAL"], [os.environ["FORGE_REAL"], url])
             if mode == "same_user_first":
-                snooper = subprocess.Popen([sys.executable, "-c", SNOOPER, "1"], stdin=subprocess.DEVNULL,
+                snooper = subprocess.Popen([sys.executable, "-c", SNOOPER, "1", str(os.getpid())], stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                 said = [snooper.stdout.readline(), snooper.stdout.readline()]  # found it; opened it
                 url, status = follow(launch)
