@@ -37,6 +37,16 @@ final class RealBrowserTests: OIDCTestCase {
         XCTAssertEqual(int(stats["requests"]?["token"]), 1, "one code exchanged", file: file, line: line)
     }
 
+    /// A directory for a browser's profile, removed after the test: not under
+    /// vaultd's root, which the secrets scan reads (a browser keeps what it
+    /// visited, the used code in the redirect's address among it; its LevelDB
+    /// logs' microsecond times can read as a test PIN).
+    func browserProfile(_ name: String) throws -> String {
+        let dir = try makeTemporaryDirectory(name)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
+        return dir
+    }
+
     /// Chromium loading `$1` and saving the page it ends at to `page`.
     func chromiumScript(_ chromium: String, page: String, profile: String) -> String {
         // As root (the tests here), Chromium starts only without its own sandbox.
@@ -61,7 +71,7 @@ final class RealBrowserTests: OIDCTestCase {
         try bankid.behave(["signed_in_as": "kari"])
         let v = try startVaultd(providers: [bankid])
         let page = v.root + "/chromium-page.html"
-        try logIn(with: chromiumScript(chromium, page: page, profile: v.root + "/chromium-profile"), v, bankid)
+        try logIn(with: chromiumScript(chromium, page: page, profile: try browserProfile("chromium")), v, bankid)
         let shown = savedPage(page)
         XCTAssertTrue(shown.contains("You are logged in with BankID"), "the page Chromium showed: \(shown)")
     }
@@ -74,9 +84,10 @@ final class RealBrowserTests: OIDCTestCase {
         try vipps.behave(["signed_in_as": "kari"])
         let v = try startVaultd(providers: [vipps])
         let shot = v.root + "/firefox.png"
+        let home = try browserProfile("firefox")
         try logIn(with: """
-            mkdir -p \(v.root)/firefox-profile
-            HOME=\(v.root) exec \(firefox) --headless --no-remote --profile \(v.root)/firefox-profile \
+            mkdir -p \(home)/profile
+            HOME=\(home) exec \(firefox) --headless --no-remote --profile \(home)/profile \
               --screenshot \(shot) "$1" >/dev/null 2>&1
             """, v, vipps)
         let deadline = Date().addingTimeInterval(30)
@@ -101,7 +112,7 @@ final class RealBrowserTests: OIDCTestCase {
         let fake = VaultPrompterTests.Fake(log: dir + "/log", script: dir + "/script")
         try fake.set(["wait"])
         let page = dir + "/page.html"
-        try ("#!/bin/sh\n" + chromiumScript(chromium, page: page, profile: dir + "/chromium-profile") + "\n")
+        try ("#!/bin/sh\n" + chromiumScript(chromium, page: page, profile: try browserProfile("chromium")) + "\n")
             .write(toFile: dir + "/browser", atomically: true, encoding: .utf8)
         chmod(dir + "/browser", 0o755)
         try FileManager.default.createDirectory(atPath: dir + "/data/applications", withIntermediateDirectories: true)
