@@ -76,6 +76,33 @@ final class RealBrowserTests: OIDCTestCase {
         XCTAssertTrue(shown.contains("You are logged in with BankID"), "the page Chromium showed: \(shown)")
     }
 
+    /// Another program of the person's opened the launch page first: Chromium,
+    /// coming second, shows why the login ended, in words, and the login ends
+    /// with the same sentence.
+    func testChromiumSecondAtTheLaunchPageSaysWhyTheLoginEnded() throws {
+        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
+        let bankid = try startProvider("bankid")
+        try bankid.behave(["signed_in_as": "kari"])
+        let v = try startVaultd(providers: [bankid])
+        let page = v.root + "/chromium-page.html"
+        let first = #"import http.client, sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); "#
+            + #"c = http.client.HTTPConnection(u.hostname, u.port, timeout=10); c.request("GET", u.path); "#
+            + #"print(c.getresponse().status)"#
+        let script = v.root + "/browser"
+        try ("#!/bin/sh\n/usr/bin/python3 -c '\(first)' \"$1\" > \(v.root)/first.txt\n"
+             + chromiumScript(chromium, page: page, profile: try browserProfile("chromium")) + "\n")
+            .write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let r = ctl(v, ["login", bankid.profile, "--browser", script, "--json"], stdin: "n\n", timeout: 90)
+        assertLoginFails(r, code: "login_failed", message: Messages.loginPageOpenedTwice.en)
+        let shown = savedPage(page)
+        XCTAssertTrue(shown.contains("The login page was opened twice"), "the page Chromium showed: \(shown)")
+        XCTAssertEqual(try String(contentsOfFile: v.root + "/first.txt", encoding: .utf8), "302\n",
+                       "the other program was sent on to the provider")
+        try assertNothingStored(v)
+        XCTAssertEqual(int(try bankid.stats()["requests"]?["token"]), 0, "no code exchanged")
+    }
+
     /// Debian's own default browser. `--screenshot` loads the page as a window
     /// would and saves a picture of it.
     func testFirefoxLogsInThroughTheLaunchPage() throws {
