@@ -65,11 +65,18 @@ final class RealBrowserTests: OIDCTestCase {
         return (try? String(contentsOfFile: page, encoding: .utf8)) ?? ""
     }
 
+    /// A provider `name` where the browser is signed in as Kari, and vaultd with it.
+    func signedIn(_ name: String) throws -> (TestProvider, VaultdProcess) {
+        let provider = try startProvider(name)
+        try provider.behave(["signed_in_as": "kari"])
+        return (provider, try startVaultd(providers: [provider]))
+    }
+
+    func chromium() throws -> String { try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"]) }
+
     func testChromiumLogsInThroughTheLaunchPage() throws {
-        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
-        let bankid = try startProvider("bankid")
-        try bankid.behave(["signed_in_as": "kari"])
-        let v = try startVaultd(providers: [bankid])
+        let chromium = try chromium()
+        let (bankid, v) = try signedIn("bankid")
         let page = v.root + "/chromium-page.html"
         try logIn(with: chromiumScript(chromium, page: page, profile: try browserProfile("chromium")), v, bankid)
         let shown = savedPage(page)
@@ -80,10 +87,8 @@ final class RealBrowserTests: OIDCTestCase {
     /// coming second, shows why the login ended, in words, and the login ends
     /// with the same sentence.
     func testChromiumSecondAtTheLaunchPageSaysWhyTheLoginEnded() throws {
-        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
-        let bankid = try startProvider("bankid")
-        try bankid.behave(["signed_in_as": "kari"])
-        let v = try startVaultd(providers: [bankid])
+        let chromium = try chromium()
+        let (bankid, v) = try signedIn("bankid")
         let page = v.root + "/chromium-page.html"
         let first = #"import http.client, sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); "#
             + #"c = http.client.HTTPConnection(u.hostname, u.port, timeout=10); c.request("GET", u.path); "#
@@ -107,9 +112,7 @@ final class RealBrowserTests: OIDCTestCase {
     /// would and saves a picture of it.
     func testFirefoxLogsInThroughTheLaunchPage() throws {
         let firefox = try installed("Firefox ESR", ["/usr/bin/firefox-esr", "/usr/bin/firefox"])
-        let vipps = try startProvider("vipps")
-        try vipps.behave(["signed_in_as": "kari"])
-        let v = try startVaultd(providers: [vipps])
+        let (vipps, v) = try signedIn("vipps")
         let shot = v.root + "/firefox.png"
         let home = try browserProfile("firefox")
         try logIn(with: """
@@ -129,7 +132,7 @@ final class RealBrowserTests: OIDCTestCase {
     /// is, fetching nothing itself; vaultd's own wait dialog (the scripted
     /// pinentry) waits beside it.
     func testOnGNOMEVaultdOpensTheLaunchPageWithXdgOpenAndTheDefaultBrowserLogsIn() throws {
-        let chromium = try installed("Chromium", ["/usr/bin/chromium", "/usr/bin/chromium-browser"])
+        let chromium = try chromium()
         _ = try installed("xdg-open", ["/usr/bin/xdg-open"])
         _ = try installed("gio", ["/usr/bin/gio"])
         let bankid = try startProvider("bankid")
