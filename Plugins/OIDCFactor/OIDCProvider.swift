@@ -143,7 +143,9 @@ public final class OIDCProvider: IdentityProvider {
         // program used it and logged in: until the listener stops, a second
         // request for it means that login is not theirs, and that is what the
         // person hears, as the second browser's page said.
-        if listener.stop() { outcome = .failure(openedTwice()) }
+        // (When the flow's own wait ended so, it has said it already.)
+        let saidAlready = if case .failure(let f) = outcome { f.message == Messages.loginPageOpenedTwice } else { false }
+        if listener.stop(), !saidAlready { outcome = .failure(openedTwice()) }
         let page: BrowserPage
         switch outcome {
         case .success:
