@@ -204,7 +204,9 @@ final class DesktopPromptTests: VaultdTestCase {
                                [root.appendingPathComponent("scripts/demo-desktop").path],
                                env: childEnvironment(["VAULTD": Binaries.vaultd, "VAULTCTL": Binaries.vaultctl, "SCREENSHOTS": shots]),
                                timeout: 240)
-        XCTAssertEqual(r.exit, 0, "out:\n\(r.out)\nerr:\n\(r.err)")
+        // Which step failed first: a CI report may show only a message's first line.
+        let failedStep = r.err.split(separator: "\n").filter { $0.hasPrefix("demo --desktop:") || $0.hasPrefix("no window") || $0.hasPrefix("the app showed") }
+        XCTAssertEqual(r.exit, 0, "\(failedStep.joined(separator: " / "))\nout:\n\(r.out)\nerr:\n\(r.err)")
         XCTAssertTrue(r.out.contains("the app: Hei, Kari Nordmann — Mentorhuset Oslo, likeperson"), r.out)
         XCTAssertTrue(r.out.contains("the app: Hello, Kari Nordmann — Mentorhuset Oslo, peer mentor"), r.out)
         XCTAssertTrue(r.out.contains("the app: Avbrutt. Du kan velge en annen måte å logge inn på."), r.out)
