@@ -170,7 +170,7 @@ extension Vault {
             owner = true
             audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
-        if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { strongLoginAt = now() }
+        if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { offers.strongLoginAt = now() }
         let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
         let meta = SessionMeta(login, memberClaims: memberClaims, createdAt: Int64(now()))
         let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
@@ -221,7 +221,7 @@ extension Vault {
 
     /// A login in this run met its provider's re-enrollment level (and was
     /// sent with `prompt=login`): a changed fingerprint may be set up again.
-    var strongLoginMet: Bool { strongLoginAt != nil }
+    var strongLoginMet: Bool { offers.strongLoginAt != nil }
 
     /// How the next login is asked for: after an enrollment change, with
     /// `prompt=login` and the provider's re-enrollment level, so a remembered
@@ -311,28 +311,30 @@ extension Vault {
     }
 
     /// Records that the offer of factor `id` was declined (or is welcome
-    /// again), in memory and in the store. A store that will not take it costs
-    /// only an offer asked once more after a restart, so it is logged, not thrown.
+    /// again), in memory and in the store.
     func noteOffer(_ id: FactorID, declined: Bool) {
-        guard declinedOffers.contains(id) != declined else { return }
-        if declined { declinedOffers.insert(id) } else { declinedOffers.remove(id) }
-        let text = declinedOffers.map(\.rawValue).sorted().joined(separator: "\n")
+        if offers.note(id, declined: declined) { saveOffers() }
+    }
+
+    /// A store that will not take the declined offers costs only an offer
+    /// asked once more after a restart, so it is logged, not thrown.
+    func saveOffers() {
         do {
-            try store.setMeta(Vault.declinedOffersKey, Array(text.utf8))
+            try store.setMeta(EnrollmentOffers.storeKey, offers.saved)
         } catch {
             logger.warning("could not keep a declined offer across restarts", metadata: ["error": "\(error)"])
         }
     }
 
-    /// The factor the offer after the next PIN will ask about: one that wants
-    /// offering and whose enrollment changed (its slot is gone), now that this
-    /// run's login may set it up again (`strongLoginMet`).
-    func offerableAfterPIN() -> FactorDescriptor? {
-        guard strongLoginMet else { return nil }
-        return order.lazy.compactMap { self.factors[$0]?.descriptor }.first { d in
-            d.offerAfterLogin && self.keyslots[d.id.rawValue] == nil && self.isStale(d.id) && !self.declinedOffers.contains(d.id)
+    /// The registered factors, in the policy's order, as the offers see them.
+    func offerCandidates() -> [EnrollmentOffers.Candidate] {
+        order.compactMap { id in
+            factors[id].map { EnrollmentOffers.Candidate(descriptor: $0.descriptor, enrolled: keyslots[id.rawValue] != nil, stale: isStale(id)) }
         }
     }
+
+    /// The factor the offer after the next PIN will ask about (`EnrollmentOffers.afterPIN`).
+    func offerableAfterPIN() -> FactorDescriptor? { offers.afterPIN(offerCandidates()) }
 
     /// After a first login, or a fallback login caused by a fingerprint that
     /// failed or changed: offer (once per vaultd run) to set up the factors
@@ -340,14 +342,14 @@ extension Vault {
     func offerPendingReenrollment(_ conversation: any ClientConversation) async {
         guard enrollmentOfferPending, conversation.isInteractive, vaultKey != nil else { return }
         enrollmentOfferPending = false
-        let failed = failedBeforeFallback
-        failedBeforeFallback = []
-        for id in order {
-            // Not set up (first login, or its slot went stale), or it just failed before this fallback login.
-            guard let factor = factors[id], factor.descriptor.offerAfterLogin, keyslots[id.rawValue] == nil || failed.contains(id),
-                  !declinedOffers.contains(id), case .available = await factor.probe() else { continue }
-            // After an enrollment change only a strong login may turn it back on: say so instead of asking.
-            if isStale(id), !strongLoginMet {
+        for step in offers.afterLogin(offerCandidates()) {
+            let id: FactorID
+            switch step {
+            case .ask(let asked): id = asked
+            case .needsStrongLogin(let changed): id = changed
+            }
+            guard let factor = factors[id], case .available = await factor.probe() else { continue }
+            guard case .ask = step else {
                 await conversation.show(Messages.reenrollNeedsStrongLogin)
                 continue
             }

@@ -97,7 +97,7 @@ extension Vault {
     /// it and applies what it gives (the vault key, a stop, an audit entry).
     func runPolicy(_ conversation: any ClientConversation, preferred: FactorID?) async -> Result<Void, VaultFailure> {
         if vaultKey != nil { return .success(()) }
-        failedBeforeFallback = []
+        offers.failedBeforeFallback = []
         var run = UnlockRun(candidates: policy.candidates(preferred: preferred),
                             loginFallback: preferred == nil && !providers.loginProviders.isEmpty)
         while true {
@@ -124,7 +124,7 @@ extension Vault {
                 let options = fallbackOptions(after: index, in: run.candidates, login: run.loginFallback)
                 switch await attempt(factor, slot: slot, conversation, offering: options) {
                 case .opened(let vk):
-                    failedBeforeFallback = []
+                    offers.failedBeforeFallback = []
                     // The PIN opens the vault for good; a presence factor only reopens it.
                     if factor.descriptor.contribution == .presenceOnly {
                         table.setVaultKey(vk, now: now())
@@ -140,7 +140,7 @@ extension Vault {
                 case .chose(let choice):
                     _ = run.record(.chose(choice))
                 case .next(let failure):
-                    if factor.descriptor.offerAfterLogin { failedBeforeFallback.insert(id) }
+                    if factor.descriptor.offerAfterLogin { offers.failedBeforeFallback.insert(id) }
                     // A fingerprint that failed leads to BankID/Vipps (the PIN
                     // beside it); one that only needs the PIN first does not.
                     let presence = factor.descriptor.contribution == .presenceOnly && failure.code != .locked

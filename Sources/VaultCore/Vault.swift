@@ -48,11 +48,9 @@ public actor Vault {
     }
     /// Release audit entries: at most one a minute per process and account (Release.swift).
     nonisolated let releaseAudit = ReleaseAuditLimiter()
-    /// Offers the person declined ("Not now", or turning the factor off):
-    /// kept in the store, so a restart does not ask again; setting the factor
-    /// up (`vaultctl enroll`, the settings) clears its entry.
-    var declinedOffers: Set<FactorID> = []
-    static let declinedOffersKey = "declined-offers"
+    /// The offers to set a factor up after a login: what was declined, what
+    /// failed before a fallback login, this run's strong login (EnrollmentOffers.swift).
+    var offers: EnrollmentOffers
     /// When the person last said no to an app using an account (Deny, or the
     /// grant dialog closed), by `GrantCheck.deniedKey`: that app is not asked
     /// again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
@@ -60,9 +58,6 @@ public actor Vault {
     /// The unlock dialogs the person closed, per sandboxed app that raised
     /// them: one that raises it again and again is held back (ClosedDialogs.swift).
     var closedDialogs = ClosedDialogs()
-    /// Factors that failed in the unlock that ended in a fallback login: their
-    /// re-enrollment is offered before the session is handed over (S6).
-    var failedBeforeFallback: Set<FactorID> = []
 
     /// The keyslot rows, in the store and in memory (Keyslots.swift).
     var keyslots: Keyslots
@@ -81,9 +76,6 @@ public actor Vault {
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
     var softBoxes: [FactorID: SoftUnlock] = [:]
-    /// When a login that met its provider's re-enrollment level last finished in
-    /// this run: setting a changed fingerprint up again needs one.
-    var strongLoginAt: Double?
     /// Counts the times the vault key was opened for good (`openHard`): a PIN
     /// typed for this very request needs not be asked again (CurrentSecret.swift).
     var hardOpenings = 0
@@ -134,9 +126,7 @@ public actor Vault {
         } catch {
             throw .crypto("\(error)")
         }
-        if let saved = try? store.meta(Vault.declinedOffersKey) {
-            declinedOffers = Set(String(decoding: saved, as: UTF8.self).split(separator: "\n").map { FactorID(String($0)) })
-        }
+        offers = EnrollmentOffers(saved: try? store.meta(EnrollmentOffers.storeKey))
         let started = clock()
         let opened = try OpenedVault.open(store: store, deviceKey: deviceKey, chip: chip, metaKey: metaKey, secretFactors: secretFactors,
                                           now: Int64(started), logger: logger)

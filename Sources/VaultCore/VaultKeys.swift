@@ -79,13 +79,12 @@ extension Vault {
         softBoxes = [:]
         chipRefusal = nil
         self.sessions.publicKey = publicKey
-        strongLoginAt = nil
         let accounts = table.allEntries().values.map(\.meta.account)
         table.removeAll()
         for account in accounts { events.emit(.loggedOut(account: account)) }
         grants.forgetAll()
         // Starting over is a new vault: its offers come again after the next login.
-        for id in declinedOffers { noteOffer(id, declined: false) }
+        if offers.startOver() { saveOffers() }
         table.setVaultKey(vk, now: now())
         audit.record("reset", outcome: "ok", detail: ["sessions": .int(Int64(removed)), "factors": .int(Int64(factorCount))],
                      requester: conversation.requester)

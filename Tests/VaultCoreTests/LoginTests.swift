@@ -578,7 +578,7 @@ final class EnrollmentOfferTests: XCTestCase {
         let closed = ScriptedClient(confirms: [nil])
         _ = try await vault.login(provider: "bankid", conversation: closed)
         XCTAssertEqual(closed.confirmQuestions, ["Turn on touch login?"])
-        let declined = await vault.declinedOffers
+        let declined = await vault.offers.declined
         XCTAssertTrue(declined.isEmpty, "no answer is not a Not now")
         let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
         let next = ScriptedClient(confirms: [false])
@@ -595,12 +595,12 @@ final class EnrollmentOfferTests: XCTestCase {
         let vault = try fx.vault([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
         _ = try await vault.login(provider: "bankid", conversation: ScriptedClient(confirms: [false]))
         _ = try await vault.enroll("offered", conversation: ScriptedClient())
-        XCTAssertNil(try fx.store.meta(Vault.declinedOffersKey).flatMap { $0.isEmpty ? nil : $0 }, "the decline is gone from the store")
+        XCTAssertNil(try fx.store.meta(EnrollmentOffers.storeKey).flatMap { $0.isEmpty ? nil : $0 }, "the decline is gone from the store")
         let restarted = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
         _ = try await restarted.disable("offered", confirmed: true, conversation: ScriptedClient())
         _ = try await restarted.enroll("offered", conversation: ScriptedClient())
         let again = try fx.reopened([OfferedFactor()], providers: FakeDirectory(providers: [bankid]))
-        let declined = await again.declinedOffers
+        let declined = await again.offers.declined
         XCTAssertFalse(declined.contains("offered"), "set up again: welcome to be offered")
     }
 }
