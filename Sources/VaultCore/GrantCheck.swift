@@ -11,24 +11,35 @@ enum GrantCheck: Equatable {
     case unchecked
     /// The app holds a grant for the account: its use is noted.
     case granted(AppIdentity)
-    /// Refused without asking, audited with this outcome.
-    case refused(outcome: String, message: LocalizedText)
+    /// Refused without asking, audited with this outcome (and the app, when it is named).
+    case refused(outcome: String, message: LocalizedText, app: AppIdentity?)
     /// The person is asked in vaultd's own dialog.
     case ask(AppIdentity)
 
     /// `isGranted`: whether the app holds a grant for the account in question.
-    init(perApp: Bool, requester: Requester, isGranted: (AppIdentity) -> Bool) {
+    /// `deniedAt`: when the person last said no to the app using it (`deniedKey`), at `now`.
+    init(perApp: Bool, requester: Requester, isGranted: (AppIdentity) -> Bool,
+         deniedAt: (AppIdentity) -> Double? = { _ in nil }, now: Double = 0) {
         guard perApp, requester.trust != .vaultd else {
             self = .unchecked
             return
         }
         // An unidentified peer could be anyone: it is never asked about.
         if requester.trust == .unidentified {
-            self = .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp)
+            self = .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp, app: nil)
         } else if let app = requester.app {
-            self = isGranted(app) ? .granted(app) : .ask(app)
+            if isGranted(app) {
+                self = .granted(app)
+            } else if let at = deniedAt(app), now - at < Self.askAgainAfter {
+                // An app the person just said no to is not put in front of them
+                // again at once: an app that asks in a loop until the person,
+                // worn down, chooses Allow would otherwise win by persistence.
+                self = .refused(outcome: "asked_recently", message: Messages.appDeniedRecently(app.shortName), app: app)
+            } else {
+                self = .ask(app)
+            }
         } else {
-            self = .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil))
+            self = .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil), app: nil)
         }
     }
 

@@ -32,26 +32,21 @@ extension Vault {
     func checkGrant(account: String, meta: SessionMeta, conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
         let app: AppIdentity
-        switch GrantCheck(perApp: config.perApp, requester: requester, isGranted: { grants.allows($0, account: account) }) {
+        let denials = deniedGrants
+        switch GrantCheck(perApp: config.perApp, requester: requester, isGranted: { grants.allows($0, account: account) },
+                          deniedAt: { denials[GrantCheck.deniedKey($0, account: account)] }, now: now()) {
         case .unchecked:
             return
         case .granted(let granted):
             grants.used(granted, account: account, now: Int64(now()))
             return
-        case .refused(let outcome, let message):
-            audit.record("grant", outcome: outcome, detail: AppIdentity.auditDetail(nil, account: account), requester: requester)
+        case .refused(let outcome, let message, let named):
+            audit.record("grant", outcome: outcome, detail: AppIdentity.auditDetail(named, account: account), requester: requester)
             throw VaultFailure(.appNotAllowed, message: message)
         case .ask(let asking):
             app = asking
         }
-        // An app the person just said no to is not put in front of them again
-        // at once: an app that asks in a loop until the person, worn down,
-        // chooses Allow would otherwise win by persistence.
         let deniedKey = GrantCheck.deniedKey(app, account: account)
-        if let at = deniedGrants[deniedKey], now() - at < GrantCheck.askAgainAfter {
-            audit.record("grant", outcome: "asked_recently", detail: AppIdentity.auditDetail(app, account: account), requester: requester)
-            throw VaultFailure(.appNotAllowed, message: Messages.appDeniedRecently(app.shortName))
-        }
         let question = GrantQuestion(app: app, account: account,
                                      provider: meta.providerName(providers.provider(for: meta)),
                                      allowed: grants.apps(for: account), othersAllowed: grants.apps(besides: app))

@@ -88,10 +88,27 @@ final class BrokerUnitTests: XCTestCase {
     func testAPeerWithoutAKnownAppIsRefusedWithoutADialog() {
         let unidentified = Requester(pid: 7, uid: 1000, app: app, unidentified: true)
         XCTAssertEqual(GrantCheck(perApp: true, requester: unidentified, isGranted: { _ in true }),
-                       .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp),
+                       .refused(outcome: "unidentified_app", message: Messages.unidentifiedApp, app: nil),
                        "an unidentified peer could be anyone, even one holding a grant")
         XCTAssertEqual(GrantCheck(perApp: true, requester: Requester(pid: 7, uid: 1000), isGranted: { _ in true }),
-                       .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil)))
+                       .refused(outcome: "unknown_app", message: Messages.appNotAllowed(nil), app: nil))
+    }
+
+    func testAnAppSaidNoToIsRefusedWithoutADialogForAWhile() {
+        let peer = Requester(pid: 7, uid: 1000, app: app)
+        let deniedAt: (AppIdentity) -> Double? = { $0 == self.app ? 1_000 : nil }
+        let refused = GrantCheck.refused(outcome: "asked_recently", message: Messages.appDeniedRecently(app.shortName), app: app)
+        XCTAssertEqual(GrantCheck(perApp: true, requester: peer, isGranted: { _ in false }, deniedAt: deniedAt, now: 1_000), refused)
+        XCTAssertEqual(GrantCheck(perApp: true, requester: peer, isGranted: { _ in false }, deniedAt: deniedAt,
+                                  now: 1_000 + GrantCheck.askAgainAfter - 1), refused)
+        XCTAssertEqual(GrantCheck(perApp: true, requester: peer, isGranted: { _ in false }, deniedAt: deniedAt,
+                                  now: 1_000 + GrantCheck.askAgainAfter), .ask(app), "asked again after the pause")
+        XCTAssertEqual(GrantCheck(perApp: true, requester: peer, isGranted: { _ in true }, deniedAt: deniedAt, now: 1_000), .granted(app),
+                       "a grant made since (vaultctl apps allow) is used")
+        let other = Requester(pid: 8, uid: 1000, app: AppIdentity(kind: .flatpak, name: "org.example.Other"))
+        guard case .ask = GrantCheck(perApp: true, requester: other, isGranted: { _ in false }, deniedAt: deniedAt, now: 1_000) else {
+            return XCTFail("another app is asked")
+        }
     }
 
     func testASandboxedAppManagesOnlyItsOwnGrants() {
