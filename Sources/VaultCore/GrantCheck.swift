@@ -69,7 +69,7 @@ enum ImportCheck: Equatable {
     /// more logins than this is not a thing a person has.
     static let maxAccountsPerSandboxedApp = 20
     /// Durable changes (`import`, `context`) by one confined app a minute
-    /// (`Vault.confinedWrites`): replacing its own account on every token
+    /// (`ConfinedPace.Kind.write`): replacing its own account on every token
     /// refresh fits easily.
     static let confinedWritesPerMinute = 10
 

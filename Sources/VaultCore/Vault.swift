@@ -24,16 +24,9 @@ public actor Vault {
     /// The member registry: reviews logins, adds organization and role claims.
     let members: any MemberDirectory
     var rateLimiter = LoginRateLimiter()
-    /// Durable changes a confined app asks for (`import`, `context`), per app:
-    /// each is a commit, so an app in a loop is slowed down (`admitConfinedWrite`).
-    nonisolated let confinedWrites = Locked(LoginRateLimiter(limit: ImportCheck.confinedWritesPerMinute, window: 60))
-    /// The open vault locked by a confined app, per app: once in `confinedLockWindow` (`lock(askedBy:)`).
-    nonisolated let confinedLocks = Locked(LoginRateLimiter(limit: 1, window: Vault.confinedLockWindow))
-    static let confinedLockWindow: Double = 600
-    /// Checks of the whole audit chain a confined app asked for, per app: one a minute (`checkAudit`).
-    nonisolated let confinedAuditChecks = Locked(LoginRateLimiter(limit: 1, window: 60))
-    /// Pages of the audit log a confined app read, per app: 60 a minute (`auditEntries`).
-    nonisolated let confinedAuditReads = Locked(LoginRateLimiter(limit: 60, window: 60))
+    /// What a confined app may do how often: durable writes, locking the open
+    /// vault, the audit's checks and pages (ConfinedPace.swift, `pace`).
+    nonisolated let confinedPace = ConfinedPace()
     /// One refresh per session at a time; everyone else awaits the same task (Refresh.swift).
     nonisolated let refreshes = RefreshRegistry()
     /// The session records, sealed and opened, and the rotations the store
@@ -176,7 +169,7 @@ public actor Vault {
     /// settings app, vaultctl) always lock.
     public func lock(askedBy requester: Requester) throws(VaultFailure) {
         if table.anythingOpen {
-            try pace("lock", by: confinedLocks, requester, message: Messages.lockedRecently(requester.app?.shortName))
+            try pace("lock", .lockOpenVault, requester, message: Messages.lockedRecently(requester.app?.shortName))
         }
         lock(reason: "request", requester: requester)
     }
@@ -187,7 +180,7 @@ public actor Vault {
     /// (sandboxed, unidentified) once a minute: asking in a loop from its
     /// connections would keep both cores walking the log for nothing.
     public nonisolated func checkAudit(askedBy requester: Requester) throws(VaultFailure) -> AuditLog.Verification {
-        try pace("audit_verify", by: confinedAuditChecks, requester)
+        try pace("audit_verify", .auditCheck, requester)
         do {
             return try audit.check()
         } catch {
@@ -203,7 +196,7 @@ public actor Vault {
     /// unidentified peer, which may read no entry, costs no read at all.
     public nonisolated func auditEntries(after seq: Int64, limit: Int, askedBy requester: Requester) throws(VaultFailure) -> [AuditRow] {
         if requester.trust == .unidentified { return [] }
-        try pace("audit_read", by: confinedAuditReads, requester)
+        try pace("audit_read", .auditRead, requester)
         do {
             return try audit.entries(after: seq, limit: limit)
         } catch {
@@ -388,16 +381,16 @@ public actor Vault {
     /// A confined app's durable changes are limited in rate, new or not
     /// (ImportCheck.confinedWritesPerMinute); others are not.
     func admitConfinedWrite(_ event: String, account: String, _ requester: Requester) throws(VaultFailure) {
-        try pace(event, by: confinedWrites, requester, detail: AppIdentity.auditDetail(requester.app, account: account))
+        try pace(event, .write, requester, detail: AppIdentity.auditDetail(requester.app, account: account))
     }
 
     /// The one way a confined app (`Requester.confinedKey`; the person's tools
-    /// are never counted) is held to a pace: past `limiter`'s count it hears
+    /// are never counted) is held to a pace: past `kind`'s count it hears
     /// `rate_limited` with `retry_after` (and `message`, when there is one),
     /// and the refusal is audited as `event` (repeats counted, not written).
-    nonisolated func pace(_ event: String, by limiter: Locked<LoginRateLimiter>, _ requester: Requester,
+    nonisolated func pace(_ event: String, _ kind: ConfinedPace.Kind, _ requester: Requester,
                           detail: [String: JSON] = [:], message: LocalizedText? = nil) throws(VaultFailure) {
-        guard let key = requester.confinedKey, let wait = limiter.withLock({ $0.admit(key, now: now()) }) else { return }
+        guard let key = requester.confinedKey, let wait = confinedPace.admit(kind, key, now: now()) else { return }
         audit.record(event, outcome: "rate_limited", detail: detail, requester: requester)
         throw VaultFailure(.rateLimited, message: message, extra: ["retry_after": .int(Int64(wait))])
     }

@@ -232,7 +232,7 @@ final class HostileNeighbourTests: XCTestCase {
         XCTAssertFalse(locked, "the vault stays open for the apps the person is using")
         let held = await failure { try await vault.lock(askedBy: nabo) }
         XCTAssertEqual(held?.message, Messages.lockedRecently("org.example.Nabo"))
-        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(Vault.confinedLockWindow)))
+        XCTAssertEqual(held?.extra["retry_after"], .int(Int64(ConfinedPace.Kind.lockOpenVault.limit.window)))
         XCTAssertEqual(try vault.audit.entries().filter { $0.event == "lock" && $0.outcome == "rate_limited" && $0.pid == 4242 }.count, 1,
                        "an app's refusals in a loop: one written, the rest counted")
 
@@ -249,7 +249,7 @@ final class HostileNeighbourTests: XCTestCase {
             try await vault.unlock(factor: nil, conversation: person)
         }
         // Ten minutes after its lock the app may lock again.
-        clock.advance(Vault.confinedLockWindow - 1)
+        clock.advance(ConfinedPace.Kind.lockOpenVault.limit.window - 1)
         _ = await failure { try await vault.lock(askedBy: nabo) }
         locked = vault.isLocked
         XCTAssertFalse(locked)
