@@ -227,35 +227,45 @@ extension Vault {
             round += 1
             switch d.contribution {
             case .lowEntropySecret:
-                guard let throttle = d.throttle else { return .next(.internal()) }
-                let check = SecretCheck(factor: d.id, throttle: throttle, store: store, keyslots: keyslots)
-                switch check.check(proof.contribution, against: slot, now: Int64(now())) {
-                case .opened(let vk):
-                    // The PIN is in hand: its wrap follows the chip setting now.
-                    keyslots.rebindIfNeeded(slot, vaultKey: vk, secret: proof.contribution, now: Int64(now()), logger: logger)
-                    return .opened(vk)
-                case .chipRefused(let refusal):
-                    chipRefusal = refusal
-                    audit.record("unlock", factor: d.id.rawValue, outcome: refusal.auditOutcome, requester: conversation.requester)
-                    return .next(refusal.failure)
-                case .notCounted(let error):
-                    logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
-                    return .next(.internal())
-                case .wrong(let failures, let lockout, let attemptsLeft):
-                    audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
-                                 detail: ["failures": .int(Int64(failures))], requester: conversation.requester)
-                    if lockout > 0 {
-                        audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
-                                     detail: ["seconds": .int(Int64(lockout)), "failures": .int(Int64(failures))],
-                                     requester: conversation.requester)
-                        return .next(.lockedOut(retryAfter: lockout, factors: policy.lockedFactorList))
-                    }
-                    // Wrong, but free tries remain: say so and ask again.
-                    await conversation.show(Messages.noMatch(attemptsLeft: attemptsLeft))
-                }
+                // Wrong, but free tries remain (nil): said so, asked again.
+                if let outcome = await secretOutcome(d, record: slot, proof: proof, conversation) { return outcome }
             case .presenceOnly:
                 return presenceOutcome(factor, record: slot, proof: proof, conversation)
             }
+        }
+    }
+
+    /// A secret factor (the PIN) was answered: `SecretCheck` checks it against
+    /// its wrap (counted durably first), and this applies what it says (the
+    /// wrap rebound to the chip setting, the audit, the lockout). Nil: wrong,
+    /// but free tries remain; the person has been told, and is asked again.
+    func secretOutcome(_ d: FactorDescriptor, record slot: KeyslotRow, proof: FactorProof,
+                       _ conversation: any ClientConversation) async -> Attempt? {
+        guard let throttle = d.throttle else { return .next(.internal()) }
+        let check = SecretCheck(factor: d.id, throttle: throttle, store: store, keyslots: keyslots)
+        switch check.check(proof.contribution, against: slot, now: Int64(now())) {
+        case .opened(let vk):
+            // The PIN is in hand: its wrap follows the chip setting now.
+            keyslots.rebindIfNeeded(slot, vaultKey: vk, secret: proof.contribution, now: Int64(now()), logger: logger)
+            return .opened(vk)
+        case .chipRefused(let refusal):
+            chipRefusal = refusal
+            audit.record("unlock", factor: d.id.rawValue, outcome: refusal.auditOutcome, requester: conversation.requester)
+            return .next(refusal.failure)
+        case .notCounted(let error):
+            logger.error("could not record a PIN attempt; refusing to check it", metadata: ["error": "\(error)"])
+            return .next(.internal())
+        case .wrong(let failures, let lockout, let attemptsLeft):
+            audit.record("unlock", factor: d.id.rawValue, outcome: "failed",
+                         detail: ["failures": .int(Int64(failures))], requester: conversation.requester)
+            if lockout > 0 {
+                audit.record("lockout", factor: d.id.rawValue, outcome: "locked",
+                             detail: ["seconds": .int(Int64(lockout)), "failures": .int(Int64(failures))],
+                             requester: conversation.requester)
+                return .next(.lockedOut(retryAfter: lockout, factors: policy.lockedFactorList))
+            }
+            await conversation.show(Messages.noMatch(attemptsLeft: attemptsLeft))
+            return nil
         }
     }
 
