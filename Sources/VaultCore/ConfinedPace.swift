@@ -7,7 +7,7 @@ import Locking
 /// the wait (`Vault.pace`). Taken from any thread: the audit's reads are
 /// answered off the actor.
 final class ConfinedPace: Sendable {
-    enum Kind: CaseIterable {
+    enum Kind {
         /// A durable change (`import`, `context`): each is a commit, so an app in
         /// a loop is slowed down; replacing its own account on every token
         /// refresh fits easily.
@@ -30,12 +30,23 @@ final class ConfinedPace: Sendable {
         }
     }
 
-    private let limiters: [Kind: Locked<LoginRateLimiter>] = Dictionary(uniqueKeysWithValues: Kind.allCases.map { kind in
-        (kind, Locked(LoginRateLimiter(limit: kind.limit.count, window: kind.limit.window)))
-    })
+    private let writes = ConfinedPace.limiter(.write)
+    private let locks = ConfinedPace.limiter(.lockOpenVault)
+    private let auditChecks = ConfinedPace.limiter(.auditCheck)
+    private let auditReads = ConfinedPace.limiter(.auditRead)
+
+    private static func limiter(_ kind: Kind) -> Locked<LoginRateLimiter> {
+        Locked(LoginRateLimiter(limit: kind.limit.count, window: kind.limit.window))
+    }
 
     /// Counts one `kind` for the app `key`, or returns the seconds it must wait.
     func admit(_ kind: Kind, _ key: String, now: Double) -> Int? {
-        limiters[kind]?.withLock { $0.admit(key, now: now) }
+        let limiter = switch kind {
+        case .write: writes
+        case .lockOpenVault: locks
+        case .auditCheck: auditChecks
+        case .auditRead: auditReads
+        }
+        return limiter.withLock { $0.admit(key, now: now) }
     }
 }

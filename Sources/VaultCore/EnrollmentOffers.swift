@@ -60,6 +60,13 @@ struct EnrollmentOffers {
         /// Say that only a login with BankID or Vipps at the provider's
         /// re-enrollment level may turn it back on (it changed), instead of asking.
         case needsStrongLogin(FactorID)
+
+        /// The factor it is about.
+        var factor: FactorID {
+            switch self {
+            case .ask(let id), .needsStrongLogin(let id): id
+            }
+        }
     }
 
     /// The offers to make after a login, in the policy's order (`candidates`):

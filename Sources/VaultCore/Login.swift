@@ -343,11 +343,7 @@ extension Vault {
         guard enrollmentOfferPending, conversation.isInteractive, vaultKey != nil else { return }
         enrollmentOfferPending = false
         for step in offers.afterLogin(offerCandidates()) {
-            let id: FactorID
-            switch step {
-            case .ask(let asked): id = asked
-            case .needsStrongLogin(let changed): id = changed
-            }
+            let id = step.factor
             guard let factor = factors[id], case .available = await factor.probe() else { continue }
             guard case .ask = step else {
                 await conversation.show(Messages.reenrollNeedsStrongLogin)
