@@ -422,8 +422,8 @@ public enum Messages {
     /// token (Vipps without the organization's backend).
     public static func sessionLastsOnlyAccessToken(provider: String) -> LocalizedText {
         LocalizedText(
-            en: "A \(provider) session lasts only as long as \(provider)'s access token (minutes), so you will often log in with \(provider) again. Your organization can set up its service to keep your session; ask them",
-            nb: "En \(provider)-økt varer bare så lenge tilgangsnøkkelen fra \(provider) varer (minutter), så du må ofte logge inn med \(provider) igjen. Organisasjonen din kan sette opp tjenesten sin slik at den tar vare på økten din; spør dem")
+            en: "A \(provider) session lasts only as long as \(provider)'s access token (minutes), so you will often log in with \(provider) again. Your organization can set up its service to keep your session; ask them about it.",
+            nb: "En \(provider)-økt varer bare så lenge tilgangsnøkkelen fra \(provider) varer (minutter), så du må ofte logge inn med \(provider) igjen. Organisasjonen din kan sette opp tjenesten sin slik at den tar vare på økten din; spør dem om det.")
     }
 
     /// The status line of a provider whose sessions the organization's backend keeps.
