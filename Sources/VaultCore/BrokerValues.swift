@@ -121,6 +121,15 @@ extension ImportRequest {
         }
         return account ?? host
     }
+
+    /// The session an import stores under `account`: its metadata (no claims:
+    /// nothing was verified here) and its secret half.
+    func session(account: String, createdAt: Int64) -> (SessionMeta, SessionSecret) {
+        let meta = SessionMeta(account: account, provider: provider ?? "generic", issuer: issuer, clientID: clientID,
+                               subject: subject ?? "", name: name ?? account, claims: [:], accessExpiresAt: accessExpiresAt,
+                               refreshExpiresAt: nil, hasRefreshToken: refreshToken != nil, createdAt: createdAt)
+        return (meta, SessionSecret(accessToken: accessToken, refreshToken: refreshToken, idToken: nil))
+    }
 }
 
 extension Vault {

@@ -32,6 +32,41 @@ public struct ChipBinding: Sendable {
     func needsRebinding(_ row: KeyslotRow) -> Bool { Keyslot.isBoundToChip(row) != bindsNewWraps }
 }
 
+extension ChipBinding {
+    /// What `status` says of the chip, in one sentence: what it refused, why
+    /// none is used, that it comes in with the next PIN (`anyWrapUnbound`:
+    /// a wrap of the vault key is not bound to it yet), or that it is in use
+    /// and, with a PIN, whether its guess limit binds anyone (`lockoutArmed`,
+    /// asked only then: nil when the chip does not say).
+    func protection(refusal: ChipError?, anyWrapUnbound: Bool, hasPIN: Bool,
+                    lockoutArmed: (any SecretChip) -> Bool?) -> LocalizedText? {
+        if let refusal { return refusal.failure.message }
+        guard bindsNewWraps, let chip else { return unavailable }
+        if anyWrapUnbound { return Messages.chipFromNextPIN }
+        let inUse = Messages.chipInUse(withPIN: hasPIN)
+        guard hasPIN, let armed = lockoutArmed(chip), !armed else { return inUse }
+        return LocalizedText(en: inUse.en + " " + Messages.chipLockoutNotArmed.en, nb: inUse.nb + " " + Messages.chipLockoutNotArmed.nb)
+    }
+}
+
+/// Whether the chip's lockout binds anyone (its owner set a lockout
+/// authorization), for `status`: asked of the chip at most once a minute.
+/// Each ask is a round trip to the TPM, which the whole system shares, made
+/// on the actor; an app polling `status`, or asking in a loop, must not make
+/// one per request. (The lockout before a PIN is asked is read afresh each
+/// time: `Vault.chipLockout`.)
+struct ChipLockoutWatch {
+    static let askedEvery: Double = 60
+    private var seen: (armed: Bool, at: Double)?
+
+    mutating func armed(_ chip: any SecretChip, now: Double) -> Bool? {
+        if let seen, now - seen.at < Self.askedEvery { return seen.armed }
+        guard let status = try? chip.status() else { return nil }
+        seen = (status.lockoutArmed, now)
+        return status.lockoutArmed
+    }
+}
+
 /// What a refusal of the chip means to the person, in one sentence with a way on.
 extension ChipError {
     var failure: VaultFailure {

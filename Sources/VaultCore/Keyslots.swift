@@ -155,13 +155,27 @@ struct Keyslots {
         try store.setMeta(Keyslots.staleKey(id), [1])
     }
 
-    /// `vaultctl reset`: every keyslot (and session, failure counter, stale
-    /// mark) replaced by the new vault key's device wrap and `meta`, in one
-    /// transaction. Returns how many sessions went.
-    mutating func reset(to device: KeyslotRow, meta: [String: [UInt8]]) throws(StoreError) -> Int {
-        let removed = try store.reset(slots: [device], meta: meta)
+    /// `vaultctl reset`: a new vault key, and every keyslot (and session,
+    /// failure counter, stale mark) replaced by its device wrap and its
+    /// public key (with the key's MAC), in one transaction. Returns the key,
+    /// its public key and how many sessions went.
+    mutating func startOver(now: Int64, logger: Logger) throws(VaultFailure) -> (vaultKey: SecureBytes, publicKey: [UInt8], removed: Int) {
+        let vk: SecureBytes
+        let device: KeyslotRow
+        let publicKey: [UInt8]
+        let publicKeyMAC: [UInt8]
+        do {
+            vk = try SecureBytes.random(count: KeyDerivation.keySize)
+            device = try makeWrap(vaultKey: vk, now: now)
+            publicKey = try VaultKeyPair.derive(vk).publicKey
+            publicKeyMAC = try SessionSealing.publicKeyMAC(publicKey, deviceKey: deviceKey)
+        } catch {
+            throw .internal()
+        }
+        let meta = [SessionSealing.publicKeyMeta: publicKey, SessionSealing.publicKeyMACMeta: publicKeyMAC]
+        let removed = try storeCall(logger) { () throws(StoreError) in try store.reset(slots: [device], meta: meta) }
         rows = [device.id: device]
-        return removed
+        return (vk, publicKey, removed)
     }
 
     // MARK: Migration

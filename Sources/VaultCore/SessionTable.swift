@@ -218,6 +218,22 @@ final class SessionTable: Sendable {
         return ([(id, entry)], false)
     }
 
+    /// The accounts `requester` may see, read under one lock (not a lock per
+    /// account). `waiting`: what opens a session stored while the vault key
+    /// was out, said on each such session while it still is.
+    func accounts(visibleTo requester: Requester, waiting: LocalizedText?) -> [Vault.AccountInfo] {
+        state.withLock { s in
+            s.entries.values.filter { s.grants.mayView($0.meta.account, requester) }.map { e in
+                var info = Vault.AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
+                                             tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
+                                             hasRefreshToken: e.meta.hasRefreshToken,
+                                             waiting: s.vaultKey == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
+                (info.organizations, info.activeOrganization) = e.meta.organizations
+                return info
+            }
+        }.sorted { $0.account < $1.account }
+    }
+
     func put(_ id: String, _ entry: Entry) {
         state.withLock { s in
             if let old = s.entries[id], old.meta.account != entry.meta.account { s.accountIndex[old.meta.account] = nil }

@@ -192,6 +192,25 @@ struct Sessions {
         }
     }
 
+    /// Removes a logout's sessions (`everything`: every one there is, in one
+    /// statement), each from the store before the table, and tells the event
+    /// feed; returns how many records the store had. (A rotation held for
+    /// one is dropped at the next `saveHeld`: its row is gone from the table.)
+    func remove(_ targets: [(String, SessionTable.Entry)], everything: Bool) throws(VaultFailure) -> Int {
+        var removed = 0
+        if everything {
+            removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
+            table.removeAll()
+        } else {
+            for (id, _) in targets {
+                if try storeCall(logger, { () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
+                table.remove(id)
+            }
+        }
+        for (_, entry) in targets { table.events.emit(.loggedOut(account: entry.meta.account)) }
+        return removed
+    }
+
     /// Removes a session whose tokens can no longer be used.
     mutating func forget(id: String, reason: String) {
         hold.unsaved[id] = nil

@@ -57,10 +57,8 @@ public actor Vault {
     /// The chip said no to the vault's wrap (cleared, replaced, unreachable):
     /// logins still give working sessions and offer to start over.
     var chipRefusal: ChipError?
-    /// Whether the chip's lockout binds anyone, and when the chip was last
-    /// asked (`chipLockoutArmed`).
-    var chipLockoutSeen: (armed: Bool, at: Double)?
-    static let chipLockoutAskedEvery: Double = 60
+    /// Whether the chip's lockout binds anyone, asked once a minute (ChipBinding.swift).
+    var chipLockoutWatch = ChipLockoutWatch()
     /// The vault key and the session index; see `SessionTable` for why it has its own lock.
     nonisolated let table: SessionTable
     /// What watching apps hear (`watch`, VaultEvents.swift); the server listens here.
@@ -281,28 +279,9 @@ public actor Vault {
     /// in use (and whether its guess limit binds anyone), why it is not, or
     /// what it refused.
     public func chipProtection() -> LocalizedText? {
-        if let refusal = chipRefusal { return refusal.failure.message }
-        let binding = keyslots.chip
-        guard binding.bindsNewWraps, let chip = binding.chip else { return binding.unavailable }
-        let hasPIN = policy.hasSecretFactor
-        let wraps = keyslots.rows.values.filter { Keyslot.isWrap($0, secretFactors: secretFactors) }
-        if wraps.contains(where: { !Keyslot.isBoundToChip($0) }) { return Messages.chipFromNextPIN }
-        let inUse = Messages.chipInUse(withPIN: hasPIN)
-        guard hasPIN, let armed = chipLockoutArmed(chip), !armed else { return inUse }
-        return LocalizedText(en: inUse.en + " " + Messages.chipLockoutNotArmed.en, nb: inUse.nb + " " + Messages.chipLockoutNotArmed.nb)
-    }
-
-    /// Whether the chip's lockout binds anyone (its owner set a lockout
-    /// authorization), for `status`: asked of the chip at most once a minute.
-    /// Each ask is a round trip to the TPM, which the whole system shares,
-    /// made on the actor; an app polling `status`, or asking in a loop, must
-    /// not make one per request. (The lockout before a PIN is asked is read
-    /// afresh each time: `chipLockout`.)
-    func chipLockoutArmed(_ chip: any SecretChip) -> Bool? {
-        if let seen = chipLockoutSeen, now() - seen.at < Vault.chipLockoutAskedEvery { return seen.armed }
-        guard let status = try? chip.status() else { return nil }
-        chipLockoutSeen = (status.lockoutArmed, now())
-        return status.lockoutArmed
+        let unbound = keyslots.rows.values.contains { Keyslot.isWrap($0, secretFactors: secretFactors) && !Keyslot.isBoundToChip($0) }
+        return keyslots.chip.protection(refusal: chipRefusal, anyWrapUnbound: unbound, hasPIN: policy.hasSecretFactor,
+                                        lockoutArmed: { chipLockoutWatch.armed($0, now: now()) })
     }
 
     /// One sentence on what guards the sessions at rest, when it is only the device key.
@@ -310,17 +289,7 @@ public actor Vault {
 
     /// The accounts `requester` may see (all of them for vaultd's own callers).
     public func accounts(visibleTo requester: Requester = .inProcess) -> [AccountInfo] {
-        let vk = vaultKey
-        let waiting = policy.sessionWaits
-        let access = table.grantAccess   // one look for every account, not a lock per account
-        return table.allEntries().values.filter { access.mayView($0.meta.account, requester) }.map { e in
-            var info = AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
-                                   tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
-                                   hasRefreshToken: e.meta.hasRefreshToken,
-                                   waiting: vk == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
-            (info.organizations, info.activeOrganization) = e.meta.organizations
-            return info
-        }.sorted { $0.account < $1.account }
+        table.accounts(visibleTo: requester, waiting: policy.sessionWaits)
     }
 
     // MARK: - Sessions
@@ -330,12 +299,7 @@ public actor Vault {
         try await checkImportOver(account, conversation)
         try await ensureUnlocked(conversation, preferred: nil)
         let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
-        let nowS = Int64(now())
-        let meta = SessionMeta(account: account, provider: request.provider ?? "generic", issuer: request.issuer,
-                               clientID: request.clientID, subject: request.subject ?? "", name: request.name ?? account,
-                               claims: [:], accessExpiresAt: request.accessExpiresAt, refreshExpiresAt: nil,
-                               hasRefreshToken: request.refreshToken != nil, createdAt: nowS)
-        let secret = SessionSecret(accessToken: request.accessToken, refreshToken: request.refreshToken, idToken: nil)
+        let (meta, secret) = request.session(account: account, createdAt: Int64(now()))
         try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
                              auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
                              locked: policy.lockedFailure())
@@ -406,17 +370,7 @@ public actor Vault {
         guard !targets.isEmpty else { return LogoutResult(removed: 0, revokedAtProvider: 0) }
         // Read what must be revoked before the records are gone.
         let revocations = vaultKey.map { sessions.revocations(of: targets, key: $0, providers: providers) } ?? []
-        var removed = 0
-        if everything {
-            removed = try storeCall(logger) { () throws(StoreError) in try store.deleteAllSessions() }
-            table.removeAll()
-        } else {
-            for (id, _) in targets {
-                if try storeCall(logger, { () throws(StoreError) in try store.deleteSession(id: id) }) { removed += 1 }
-                table.remove(id)
-            }
-        }
-        for (_, entry) in targets { events.emit(.loggedOut(account: entry.meta.account)) }
+        let removed = try sessions.remove(targets, everything: everything)
         dropGrants(accounts: everything ? nil : Set(targets.map { $0.1.meta.account }))
         var confirmed = 0
         for (provider, token, isRefresh) in revocations where await provider.revoke(token: token, isRefreshToken: isRefresh) {

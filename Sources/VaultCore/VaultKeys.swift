@@ -61,21 +61,7 @@ extension Vault {
             try await conversation.confirmOrStop(Messages.startOverQuestion(sessions: sessions, factors: factorCount),
                                                  unasked: Messages.startOverNeedsConfirmation, locked: policy.lockedFailure())
         }
-        let vk: SecureBytes
-        let device: KeyslotRow
-        let publicKey: [UInt8]
-        let publicKeyMAC: [UInt8]
-        do {
-            vk = try SecureBytes.random(count: KeyDerivation.keySize)
-            device = try keyslots.makeWrap(vaultKey: vk, now: Int64(now()))
-            publicKey = try VaultKeyPair.derive(vk).publicKey
-            publicKeyMAC = try SessionSealing.publicKeyMAC(publicKey, deviceKey: deviceKey)
-        } catch {
-            throw .internal()
-        }
-        let removed = try storeCall(logger) { () throws(StoreError) in
-            try keyslots.reset(to: device, meta: [SessionSealing.publicKeyMeta: publicKey, SessionSealing.publicKeyMACMeta: publicKeyMAC])
-        }
+        let (vk, publicKey, removed) = try keyslots.startOver(now: Int64(now()), logger: logger)
         softBoxes = [:]
         chipRefusal = nil
         self.sessions.publicKey = publicKey

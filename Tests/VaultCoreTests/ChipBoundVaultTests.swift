@@ -133,7 +133,7 @@ final class ChipBoundVaultTests: XCTestCase {
             XCTAssertTrue(said?.en.contains("not locked by the computer's owner") ?? false)
         }
         XCTAssertEqual(chip.statusCalls.withLock { $0 } - before, 1, "the chip asked once for 100 looks")
-        clock.advance(Vault.chipLockoutAskedEvery)
+        clock.advance(ChipLockoutWatch.askedEvery)
         _ = await v.chipProtection()
         XCTAssertEqual(chip.statusCalls.withLock { $0 } - before, 2, "and again a minute on")
     }

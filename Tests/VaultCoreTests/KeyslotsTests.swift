@@ -101,9 +101,14 @@ final class KeyslotsTests: XCTestCase {
         XCTAssertNil(slots.check("login:idporten"))
 
         try fx.store.setMeta(Keyslots.staleKey("fingerprint"), [1])
-        let removed = try slots.reset(to: try deviceWrap(vk), meta: [:])
+        let (newKey, publicKey, removed) = try slots.startOver(now: 1, logger: VaultFixture.logger)
         XCTAssertEqual(removed, 0)
         try assertInStep(slots, [Keyslot.deviceSlotID])
+        // The one slot left is the new vault key's device wrap, and its public key is stored for sealing.
+        guard case .success(let opened)? = slots.openDeviceWrap() else { return XCTFail("the device wrap does not open") }
+        XCTAssertTrue(opened.constantTimeEquals(newKey))
+        XCTAssertFalse(newKey.constantTimeEquals(vk), "a new vault key")
+        XCTAssertEqual(try fx.store.meta(SessionSealing.publicKeyMeta), publicKey)
         XCTAssertFalse(slots.isStale("fingerprint"), "reset clears the stale marks")
     }
 }
