@@ -18,6 +18,56 @@ struct UnsavedRotation {
     let audit: AuditLog.Entry
 }
 
+/// What a refresh's answer makes of a session, decided from the session as
+/// the table holds it now and the provider's answer: a plain value, settled
+/// by `Vault.settleRefresh` (which stores, forgets or serves as it says).
+enum RefreshVerdict {
+    /// Renewed: store this.
+    case renewed(Renewal)
+    /// The provider said the grant is dead (`invalid_grant`, a revocation):
+    /// the session ends. Only this ends one.
+    case ended(VaultFailure)
+    /// The provider is down or slow, and the access token still works for more
+    /// than a few seconds: it is served.
+    case served(ReleasedSession)
+    /// Failed, with no access token worth serving.
+    case failed(VaultFailure)
+
+    /// `meta`: the session's metadata as the table holds it now; `secret`
+    /// and `refreshToken`: what the refresh was decided from and sent.
+    init(_ answer: Result<TokenGrant, VaultFailure>, meta: SessionMeta, secret: SessionSecret, refreshToken: String, now: Int64) {
+        switch answer {
+        case .failure(let error):
+            if error.code == .sessionExpired {
+                self = .ended(error)
+            } else if let token = secret.accessToken, let exp = meta.accessExpiresAt, exp > now + 5 {
+                self = .served(ReleasedSession(accessToken: token, expiresAt: exp, meta: meta))
+            } else {
+                self = .failed(error)
+            }
+        case .success(let grant):
+            var meta = meta
+            meta.accessExpiresAt = grant.accessExpiresAt
+            if let r = grant.refreshExpiresAt { meta.refreshExpiresAt = r }
+            self = .renewed(Renewal(meta: meta, accessToken: grant.accessToken, refreshToken: grant.refreshToken ?? refreshToken,
+                                    idToken: grant.idToken ?? secret.idToken,
+                                    rotated: grant.refreshToken != nil && grant.refreshToken != refreshToken))
+        }
+    }
+
+    /// A session renewed by a refresh: the rotated refresh token, or the one
+    /// sent kept; the ID token likewise.
+    struct Renewal {
+        var meta: SessionMeta
+        var accessToken: String
+        var refreshToken: String
+        var idToken: String?
+        /// The provider gave a new refresh token.
+        var rotated: Bool
+        var secret: SessionSecret { SessionSecret(accessToken: accessToken, refreshToken: refreshToken, idToken: idToken) }
+    }
+}
+
 struct RefreshHold {
     var unsaved: [String: UnsavedRotation] = [:]
     /// Saves them again with a growing pause while any are held.
@@ -134,46 +184,38 @@ extension Vault {
         } catch {
             outcome = .failure(error)
         }
-        return await settleRefresh(id: r.id, provider: r.provider, refreshToken: r.refreshToken, secret: r.secret, key: r.key,
+        return await settleRefresh(id: r.id, provider: r.provider, refreshToken: r.refreshToken, secret: r.secret,
                                    outcome: outcome)
     }
 
+    /// A refresh's answer settled as `RefreshVerdict` says; the failure audited first.
     func settleRefresh(id: String, provider: any IdentityProvider, refreshToken: String, secret: SessionSecret,
-                       key: SecureBytes, outcome: Result<TokenGrant, VaultFailure>) -> Result<ReleasedSession, VaultFailure> {
-        let grant: TokenGrant
-        switch outcome {
-        case .success(let g):
-            grant = g
-        case .failure(let error):
-            audit.record("refresh", factor: provider.id, outcome: error.code.rawValue)
-            guard let entry = table.entry(id) else { return .failure(VaultFailure(.noSession)) }
-            // Only the provider's word that the grant is dead (`invalid_grant`,
-            // a revocation) ends a session; any other failure keeps it.
-            if error.code == .sessionExpired {
-                sessions.forget(id: id, reason: "refresh_rejected")
-                return .failure(error)
-            }
-            // The provider is down or slow: an access token that still works is served.
-            if let token = secret.accessToken, let exp = entry.meta.accessExpiresAt, exp > Int64(now()) + 5 {
-                return .success(ReleasedSession(accessToken: token, expiresAt: exp, meta: entry.meta))
-            }
+                       outcome: Result<TokenGrant, VaultFailure>) -> Result<ReleasedSession, VaultFailure> {
+        if case .failure(let error) = outcome { audit.record("refresh", factor: provider.id, outcome: error.code.rawValue) }
+        guard let entry = table.entry(id) else { return .failure(VaultFailure(.noSession)) }
+        let renewal: RefreshVerdict.Renewal
+        switch RefreshVerdict(outcome, meta: entry.meta, secret: secret, refreshToken: refreshToken, now: Int64(now())) {
+        case .ended(let error):
+            sessions.forget(id: id, reason: "refresh_rejected")
             return .failure(error)
+        case .served(let released):
+            return .success(released)
+        case .failed(let error):
+            return .failure(error)
+        case .renewed(let r):
+            renewal = r
         }
-        guard var meta = table.entry(id)?.meta else { return .failure(VaultFailure(.noSession)) }
-        let newRefresh = grant.refreshToken ?? refreshToken
-        let renewed = SessionSecret(accessToken: grant.accessToken, refreshToken: newRefresh, idToken: grant.idToken ?? secret.idToken)
-        meta.accessExpiresAt = grant.accessExpiresAt
-        if let r = grant.refreshExpiresAt { meta.refreshExpiresAt = r }
         let sealed: Sessions.Sealed
         do {
-            sealed = try sessions.seal(id: id, meta: meta, secret: renewed, tokenForHash: newRefresh, locked: policy.lockedFailure())
+            sealed = try sessions.seal(id: id, meta: renewal.meta, secret: renewal.secret, tokenForHash: renewal.refreshToken,
+                                       locked: policy.lockedFailure())
         } catch {
             return .failure(error)
         }
         // The audit entry rides in the same commit: every waiting app is held
         // until it returns, and a second fsync doubled that wait.
         let audited = audit.entry("refresh", factor: provider.id, outcome: "ok",
-                                  detail: ["rotated": .bool(grant.refreshToken != nil && grant.refreshToken != refreshToken)])
+                                  detail: ["rotated": .bool(renewal.rotated)])
         do {
             // Durable first: if vaultd dies after this line the new refresh token
             // is what the store holds, which is what a rotating provider accepts.
@@ -182,7 +224,7 @@ extension Vault {
         } catch {
             hold(UnsavedRotation(sealed: sealed, audit: audited), id: id)
         }
-        return .success(ReleasedSession(accessToken: grant.accessToken, expiresAt: grant.accessExpiresAt, meta: sealed.meta))
+        return .success(ReleasedSession(accessToken: renewal.accessToken, expiresAt: renewal.meta.accessExpiresAt, meta: sealed.meta))
     }
 
     /// Keeps a rotation the store refused: the table serves it from now on,

@@ -24,7 +24,6 @@ enum ReleaseStep {
 
     struct Refreshing {
         let id: String
-        let key: SecureBytes
         let secret: SessionSecret
         let refreshToken: String
         let provider: any IdentityProvider
@@ -98,7 +97,7 @@ extension Vault {
             if stillValid, let release { return release }
             return .ended(id: view.id)
         }
-        return .refresh(ReleaseStep.Refreshing(id: view.id, key: key, secret: secret, refreshToken: refreshToken,
+        return .refresh(ReleaseStep.Refreshing(id: view.id, secret: secret, refreshToken: refreshToken,
                                                provider: provider, stillValid: stillValid, meta: meta, row: view.entry.row))
     }
 
