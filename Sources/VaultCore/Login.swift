@@ -140,25 +140,7 @@ extension Vault {
             verdict = LoginRecordVerdict(check: keyslots.check(recordID), binding: proof.binding, hasSecretFactor: policy.hasSecretFactor)
         }
         var owner = verdict == .owner
-        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
-           let opened = keyslots.openDeviceWrap() {
-            switch opened {
-            case .success(let vk):
-                openHard(vk)
-                audit.record("unlock", factor: recordID, outcome: "ok", requester: conversation.requester)
-            case .failure(.chip(let refusal)):
-                // The chip said no (and starting over was declined): this login's
-                // session is still stored and handed over, sealed to the vault's
-                // public key as with a PIN; it works until the vault locks.
-                chipRefusal = refusal
-                audit.record("unlock", factor: recordID, outcome: refusal.auditOutcome, requester: conversation.requester)
-            case .failure(let error):
-                logger.error("the device keyslot failed to open at a login", metadata: ["error": "\(error)"])
-                throw VaultFailure(.locked, message: Messages.vaultUnopenable)
-            }
-        } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
-            softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
-        }
+        try openAfterLogin(verdict, record: recordID, requester: conversation.requester)
         if verdict.recordsIdentity(vaultOpen: vaultKey != nil) {
             let row: KeyslotRow
             do {
@@ -173,9 +155,7 @@ extension Vault {
         if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { offers.strongLoginAt = now() }
         let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
         let meta = SessionMeta(login, memberClaims: memberClaims, createdAt: Int64(now()))
-        let secret = SessionSecret(accessToken: login.tokens.accessToken, refreshToken: login.tokens.refreshToken,
-                                   idToken: login.tokens.idToken)
-        try sessions.persist(id: id, meta: meta, secret: secret,
+        try sessions.persist(id: id, meta: meta, secret: SessionSecret(login.tokens),
                     tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
                     auditing: audit.entry("login", factor: login.provider, outcome: "ok",
                                           detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
@@ -195,6 +175,31 @@ extension Vault {
             enrollmentOfferPending = true
         }
         return ReleasedSession(accessToken: login.tokens.accessToken, expiresAt: login.tokens.accessExpiresAt, meta: table.entry(id)?.meta ?? meta)
+    }
+
+    /// What a login of the identity `verdict` names opens: without a PIN the
+    /// owner's login reopens a locked vault through the device slot; at an
+    /// open vault the owner's (or a first) login renews the soft boxes.
+    func openAfterLogin(_ verdict: LoginRecordVerdict, record recordID: String, requester: Requester) throws(VaultFailure) {
+        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
+           let opened = keyslots.openDeviceWrap() {
+            switch opened {
+            case .success(let vk):
+                openHard(vk)
+                audit.record("unlock", factor: recordID, outcome: "ok", requester: requester)
+            case .failure(.chip(let refusal)):
+                // The chip said no (and starting over was declined): this login's
+                // session is still stored and handed over, sealed to the vault's
+                // public key as with a PIN; it works until the vault locks.
+                chipRefusal = refusal
+                audit.record("unlock", factor: recordID, outcome: refusal.auditOutcome, requester: requester)
+            case .failure(let error):
+                logger.error("the device keyslot failed to open at a login", metadata: ["error": "\(error)"])
+                throw VaultFailure(.locked, message: Messages.vaultUnopenable)
+            }
+        } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
+            softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
+        }
     }
 
     /// After a login, when the chip the vault was sealed for was cleared or

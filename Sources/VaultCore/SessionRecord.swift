@@ -1,5 +1,6 @@
 import Logging
 import SodiumKit
+import VaultFactor
 import VaultProtocol
 import VaultStore
 
@@ -77,6 +78,11 @@ struct SessionSecret {
     var accessToken: String?
     var refreshToken: String?
     var idToken: String?
+
+    /// A login's tokens, as its session keeps them.
+    init(_ tokens: TokenGrant) {
+        self.init(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken)
+    }
 
     /// Serialises into a buffer the caller must wipe.
     func serialized() -> [UInt8] {

@@ -15,12 +15,8 @@ extension Vault {
             grants.used(app, account: account, now: Int64(now()))
             return
         }
-        var detail = AppIdentity.auditDetail(app, account: account)
-        detail["reason"] = .string(reason)
-        let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
         do {
-            try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
-            audit.written(entry)
+            try writeGrant(app, account: account, requester: requester, reason: reason)
         } catch {
             // The session is stored; the app is asked next time instead.
             logger.error("granting the app its own account failed", metadata: ["error": "\(error)"])
@@ -71,9 +67,7 @@ extension Vault {
         case .allow:
             // Granted by another request while this dialog was open: nothing to write.
             guard !grants.allows(app, account: account) else { return }
-            let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
-            try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
-            audit.written(entry)
+            try writeGrant(app, account: account, requester: requester)
         case .once:
             audit.record("grant", outcome: "once", detail: detail, requester: requester)
         case .deny:
@@ -133,12 +127,18 @@ extension Vault {
         guard let app = AppIdentity(named: named) else { throw .badRequest(Messages.appNeedsKind(String(named.prefix(256)))) }
         guard table.id(forAccount: account) != nil else { throw VaultFailure(.noSession) }
         guard !grants.allows(app, account: account) else { return app }
+        try writeGrant(app, account: account, requester: requester, reason: "vaultctl")
+        return app
+    }
+
+    /// Grants `app` the use of `account`, its audit entry in the same commit.
+    /// `reason`: why without a dialog's Allow (a login, an import, vaultctl).
+    private func writeGrant(_ app: AppIdentity, account: String, requester: Requester, reason: String? = nil) throws(VaultFailure) {
         var detail = AppIdentity.auditDetail(app, account: account)
-        detail["reason"] = "vaultctl"
+        if let reason { detail["reason"] = .string(reason) }
         let entry = audit.entry("grant", outcome: "allow", detail: detail, requester: requester)
         try grants.grant(app, account: account, now: Int64(now()), auditing: entry)
         audit.written(entry)
-        return app
     }
 
     /// Forgets the grants of accounts that are gone (logout): a new login grants anew.
