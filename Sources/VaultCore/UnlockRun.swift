@@ -35,7 +35,7 @@ struct UnlockRun {
         /// error, a changed enrollment. With a login, that comes next (seed
         /// 003), its dialog saying what happened, the other factors beside it.
         case presenceFailed(VaultFailure)
-        /// The person pressed another way in: a factor's id, or `Vault.loginChoice`.
+        /// The person pressed another way in: a factor's id, or `UnlockAttempt.loginChoice`.
         case chose(String)
     }
 
@@ -89,7 +89,7 @@ struct UnlockRun {
             return false
         case .chose(let choice):
             last = VaultFailure(.cancelled)
-            if choice == Vault.loginChoice {
+            if choice == UnlockAttempt.loginChoice {
                 loginChosen = true
             } else {
                 jumpTo = FactorID(rawValue: choice)

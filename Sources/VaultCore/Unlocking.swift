@@ -9,20 +9,6 @@ import VaultStore
 /// locked out or has gone stale hands over to the next one, and a login with
 /// BankID or Vipps comes last. Enrolling and disabling factors live here too.
 extension Vault {
-    enum Attempt {
-        case opened(SecureBytes)
-        /// This factor can't open the vault now; try the next one.
-        case next(VaultFailure)
-        /// Stop the whole unlock (the client can't answer questions).
-        case stop(VaultFailure)
-        /// The person pressed another way in (a button of the fingerprint
-        /// dialog): a later factor of the policy, or `loginChoice`.
-        case chose(String)
-    }
-
-    /// The value of the “Use BankID or Vipps” button (not a factor id: those have no colon).
-    static let loginChoice = ":login"
-
     public func unlock(factor: FactorID?, conversation: any ClientConversation) async throws(VaultFailure) {
         // The idle timer restarts when the vault opens (runPolicy), or here for
         // an `unlock` of a vault already open; a refused one restarts nothing.
@@ -159,7 +145,7 @@ extension Vault {
             options.append(next)
         }
         if login {
-            options.append(ChoiceOption(value: Vault.loginChoice,
+            options.append(ChoiceOption(value: UnlockAttempt.loginChoice,
                                         label: Messages.dialogUseLogin(providers.loginProviders.map(\.displayName))))
         }
         return options
@@ -172,7 +158,7 @@ extension Vault {
     }
 
     func attempt(_ factor: any UnlockFactor, slot: KeyslotRow, _ conversation: any ClientConversation,
-                 offering options: [ChoiceOption] = []) async -> Attempt {
+                 offering options: [ChoiceOption] = []) async -> UnlockAttempt {
         let d = factor.descriptor
         // A presence factor's wait is shown with buttons for the other ways in.
         let offering = OfferingConversation(base: conversation, options: options)
@@ -200,28 +186,11 @@ extension Vault {
             } catch {
                 // Kept however the scan ended (Cancel, a timeout, a button): no fresh tries.
                 keepFailedScans(tally, countedAgainst: box, of: d.id)
-                switch error {
-                case .notInteractive:
-                    return .stop(policy.lockedFailure())
-                case .pressed(.wayIn(let choice)):
+                if UnlockAttempt.dropsSoftBox(after: error, presence: d.contribution == .presenceOnly) { softBoxes[d.id] = nil }
+                if UnlockAttempt.audits(error) {
                     audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
-                    return .chose(choice)
-                case .pressed(.cancel):
-                    audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
-                    // Cancel on the fingerprint offers the PIN when there is one
-                    // (seed 001); a client that went away gets no dialog from it
-                    // (its conversation answers every question as cancelled).
-                    if let other = options.first(where: { $0.value != Vault.loginChoice }) { return .chose(other.value) }
-                    // Otherwise: the person does not want in now.
-                    return .stop(VaultFailure(.cancelled))
-                default:
-                    break
                 }
-                // Too many failed scans is the fingerprint fallback: after it the
-                // PIN or a login is needed once before it reopens the vault (as on phones).
-                if error == .tooManyAttempts, d.contribution == .presenceOnly { softBoxes[d.id] = nil }
-                audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
-                return .next(failure(from: error))
+                return UnlockAttempt(refused: error, offering: options, locked: policy.lockedFailure())
             }
             keepFailedScans(tally, countedAgainst: box, of: d.id)
             round += 1
@@ -240,7 +209,7 @@ extension Vault {
     /// wrap rebound to the chip setting, the audit, the lockout). Nil: wrong,
     /// but free tries remain; the person has been told, and is asked again.
     func secretOutcome(_ d: FactorDescriptor, record slot: KeyslotRow, proof: FactorProof,
-                       _ conversation: any ClientConversation) async -> Attempt? {
+                       _ conversation: any ClientConversation) async -> UnlockAttempt? {
         guard let throttle = d.throttle else { return .next(.internal()) }
         let check = SecretCheck(factor: d.id, throttle: throttle, store: store, keyslots: keyslots)
         switch check.check(proof.contribution, against: slot, now: Int64(now())) {
@@ -273,7 +242,7 @@ extension Vault {
     /// its proof opens, and this applies it (audit, the record dropped after
     /// an enrollment change, a v1 slot migrated).
     func presenceOutcome(_ factor: any UnlockFactor, record: KeyslotRow, proof: FactorProof,
-                         _ conversation: any ClientConversation) -> Attempt {
+                         _ conversation: any ClientConversation) -> UnlockAttempt {
         let d = factor.descriptor
         let requester = conversation.requester
         switch PresenceCheck(d.id, record: record, proof: proof, deviceKey: deviceKey, now: Int64(now()), softBox: { liveSoftBox(d.id) }) {

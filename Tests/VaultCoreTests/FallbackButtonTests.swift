@@ -32,7 +32,7 @@ final class FallbackButtonTests: XCTestCase {
         let c = ScriptedClient()
         try await vault.unlock(factor: nil, conversation: c)
         XCTAssertEqual(fake.verifies, 1)
-        XCTAssertEqual(c.offeredButtons, [["pin", Vault.loginChoice]], "the next factor and the login")
+        XCTAssertEqual(c.offeredButtons, [["pin", UnlockAttempt.loginChoice]], "the next factor and the login")
         XCTAssertEqual(c.asked, 0)
     }
 
@@ -49,7 +49,7 @@ final class FallbackButtonTests: XCTestCase {
 
     func testUseBankIDOrVippsSkipsThePIN() async throws {
         let (vault, _) = try await lockedVault()
-        let c = ScriptedClient(secrets: ["482915"], choices: ["bankid"], presses: [Vault.loginChoice])
+        let c = ScriptedClient(secrets: ["482915"], choices: ["bankid"], presses: [UnlockAttempt.loginChoice])
         // With a PIN set, the login gives the app its own fresh session (the vault stays locked for the PIN).
         let s = try await vault.release(account: "bankid", conversation: c)
         XCTAssertEqual(s.accessToken, "AT-bankid-2")
@@ -90,7 +90,7 @@ final class FallbackButtonTests: XCTestCase {
         var failure: VaultFailure?
         do { try await vault.unlock(factor: nil, conversation: c) } catch { failure = error }
         XCTAssertEqual(failure?.code, .cancelled)
-        XCTAssertEqual(c.offeredButtons, [[Vault.loginChoice]], "the login was its own button")
+        XCTAssertEqual(c.offeredButtons, [[UnlockAttempt.loginChoice]], "the login was its own button")
         XCTAssertTrue(c.offeredChoices.isEmpty)
         XCTAssertEqual(c.asked, 0)
     }

@@ -29,14 +29,14 @@ final class UnlockRunTests: XCTestCase {
     func testTheLoginButtonGoesStraightToTheLogin() {
         var run = UnlockRun(candidates: [.fingerprint, .pin], loginFallback: true)
         XCTAssertEqual(run.next(), .ask(.fingerprint, index: 0))
-        XCTAssertFalse(run.record(.chose(Vault.loginChoice)))
+        XCTAssertFalse(run.record(.chose(UnlockAttempt.loginChoice)))
         XCTAssertEqual(run.next(), .login(after: VaultFailure(.cancelled)), "the PIN is not asked first")
     }
 
     func testTheLoginButtonWithNoProviderEndsTheUnlockAsCancelled() {
         var run = UnlockRun(candidates: [.fingerprint, .pin], loginFallback: false)
         _ = run.next()
-        _ = run.record(.chose(Vault.loginChoice))
+        _ = run.record(.chose(UnlockAttempt.loginChoice))
         XCTAssertEqual(run.next(), .fail(VaultFailure(.cancelled)))
     }
 
