@@ -49,8 +49,31 @@ enum GrantCheck: Equatable {
     /// is undone by opening the app again a little later.
     static let askAgainAfter: Double = 120
 
-    /// The key a Deny is remembered by: the app and the account.
-    static func deniedKey(_ app: AppIdentity, account: String) -> String { app.key + "\n" + account }
+    /// When the person last said no to an app using an account (Deny, or the
+    /// grant dialog closed), for `askAgainAfter`; older ones are swept at each new one.
+    struct Denials {
+        private var at: [String: Double] = [:]
+
+        private static func key(_ app: AppIdentity, _ account: String) -> String { app.key + "\n" + account }
+
+        func deniedAt(_ app: AppIdentity, account: String) -> Double? { at[Self.key(app, account)] }
+
+        mutating func denied(_ app: AppIdentity, account: String, now: Double) {
+            at = at.filter { now - $0.value < GrantCheck.askAgainAfter }
+            at[Self.key(app, account)] = now
+        }
+    }
+
+    /// What a grant dialog that gave no answer (`error`) means: closed
+    /// (Cancel, or the client went away) is a Deny (nil); otherwise the
+    /// request fails, audited with this outcome.
+    static func unanswered(_ error: FactorError, app: AppIdentity) -> (outcome: String, failure: VaultFailure)? {
+        switch error {
+        case .cancelled: nil
+        case .timeout: ("timeout", VaultFailure(.timeout))
+        default: ("no_dialog", VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName)))
+        }
+    }
 }
 
 /// Whether an import may replace the session already stored under its

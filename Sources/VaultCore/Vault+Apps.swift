@@ -28,9 +28,9 @@ extension Vault {
     func checkGrant(account: String, meta: SessionMeta, conversation: any ClientConversation) async throws(VaultFailure) {
         let requester = conversation.requester
         let app: AppIdentity
-        let denials = deniedGrants
+        let seen = denials
         switch GrantCheck(perApp: config.perApp, requester: requester, isGranted: { grants.allows($0, account: account) },
-                          deniedAt: { denials[GrantCheck.deniedKey($0, account: account)] }, now: now()) {
+                          deniedAt: { seen.deniedAt($0, account: account) }, now: now()) {
         case .unchecked:
             return
         case .granted(let granted):
@@ -42,26 +42,19 @@ extension Vault {
         case .ask(let asking):
             app = asking
         }
-        let deniedKey = GrantCheck.deniedKey(app, account: account)
         let question = GrantQuestion(app: app, account: account,
                                      provider: meta.providerName(providers.provider(for: meta)),
                                      allowed: grants.apps(for: account), othersAllowed: grants.apps(besides: app))
-        let refused = VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
         let detail = AppIdentity.auditDetail(app, account: account)
         let answer: GrantAnswer
         do {
             answer = try await conversation.askGrant(question)
         } catch {
-            switch error {
-            case .cancelled:
-                answer = .deny
-            case .timeout:
-                audit.record("grant", outcome: "timeout", detail: detail, requester: requester)
-                throw VaultFailure(.timeout)
-            default:
-                audit.record("grant", outcome: "no_dialog", detail: detail, requester: requester)
-                throw refused
+            if let (outcome, failure) = GrantCheck.unanswered(error, app: app) {
+                audit.record("grant", outcome: outcome, detail: detail, requester: requester)
+                throw failure
             }
+            answer = .deny
         }
         switch answer {
         case .allow:
@@ -71,11 +64,9 @@ extension Vault {
         case .once:
             audit.record("grant", outcome: "once", detail: detail, requester: requester)
         case .deny:
-            let t = now()
-            deniedGrants = deniedGrants.filter { t - $0.value < GrantCheck.askAgainAfter }
-            deniedGrants[deniedKey] = t
+            denials.denied(app, account: account, now: now())
             audit.record("grant", outcome: "deny", detail: detail, requester: requester)
-            throw refused
+            throw VaultFailure(.appNotAllowed, message: Messages.appNotAllowed(app.shortName))
         }
     }
 

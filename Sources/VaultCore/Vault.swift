@@ -44,10 +44,9 @@ public actor Vault {
     /// The offers to set a factor up after a login: what was declined, what
     /// failed before a fallback login, this run's strong login (EnrollmentOffers.swift).
     var offers: EnrollmentOffers
-    /// When the person last said no to an app using an account (Deny, or the
-    /// grant dialog closed), by `GrantCheck.deniedKey`: that app is not asked
-    /// again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
-    var deniedGrants: [String: Double] = [:]
+    /// When the person last said no to an app using an account: that app is
+    /// not asked again about it for `GrantCheck.askAgainAfter` (Vault+Apps.swift).
+    var denials = GrantCheck.Denials()
     /// The unlock dialogs the person closed, per sandboxed app that raised
     /// them: one that raises it again and again is held back (ClosedDialogs.swift).
     var closedDialogs = ClosedDialogs()

@@ -111,6 +111,30 @@ final class BrokerUnitTests: XCTestCase {
         }
     }
 
+    func testADenyIsRememberedPerAppAndAccountAndSweptOnceOld() {
+        var denials = GrantCheck.Denials()
+        let other = AppIdentity(kind: .flatpak, name: "org.example.Other")
+        denials.denied(app, account: "bankid", now: 1_000)
+        XCTAssertEqual(denials.deniedAt(app, account: "bankid"), 1_000)
+        XCTAssertNil(denials.deniedAt(app, account: "vipps"), "another account of the same app")
+        XCTAssertNil(denials.deniedAt(other, account: "bankid"), "another app")
+        denials.denied(other, account: "bankid", now: 1_000 + GrantCheck.askAgainAfter)
+        XCTAssertNil(denials.deniedAt(app, account: "bankid"), "swept at the next Deny once its pause is over")
+        XCTAssertEqual(denials.deniedAt(other, account: "bankid"), 1_000 + GrantCheck.askAgainAfter)
+    }
+
+    func testAGrantDialogClosedIsADenyAndOneNotShownRefuses() {
+        XCTAssertNil(GrantCheck.unanswered(.cancelled, app: app), "closed, or the client went away: a Deny")
+        XCTAssertEqual(GrantCheck.unanswered(.timeout, app: app)?.outcome, "timeout")
+        XCTAssertEqual(GrantCheck.unanswered(.timeout, app: app)?.failure.code, .timeout)
+        for error in [FactorError.notInteractive, .unavailable(LocalizedText(en: "No display.", nb: "Ingen skjerm."))] {
+            let said = GrantCheck.unanswered(error, app: app)
+            XCTAssertEqual(said?.outcome, "no_dialog", "\(error)")
+            XCTAssertEqual(said?.failure.code, .appNotAllowed)
+            XCTAssertEqual(said?.failure.message, Messages.appNotAllowed(app.shortName))
+        }
+    }
+
     func testASandboxedAppManagesOnlyItsOwnGrants() {
         let mine = AppGrant(app: app, account: "bankid", grantedAt: 1, lastUse: nil)
         let theirs = AppGrant(app: AppIdentity(kind: .flatpak, name: "org.example.Other"), account: "bankid", grantedAt: 1, lastUse: nil)
