@@ -62,6 +62,30 @@ extension FactorStatus {
     }
 }
 
+/// A login provider as `status` shows it.
+public struct ProviderStatus: Sendable {
+    public var id: String
+    public var name: String
+    /// A login with it can unlock this vault (its login slot exists).
+    public var unlocks: Bool
+    /// The organization's backend that keeps its sessions (an origin), if any.
+    public var backend: String?
+    /// Who keeps the session, for a person: the backend, or that the session
+    /// ends with the access token. Nil: the provider's own refresh.
+    public var sessionNote: LocalizedText?
+
+    init(_ p: any IdentityProvider, unlocks: Bool) {
+        (id, name, self.unlocks, backend) = (p.id, p.displayName, unlocks, p.backendOrigin)
+        sessionNote = if let origin = p.backendOrigin {
+            Messages.sessionKeptByBackend(origin: origin)
+        } else if !p.issuesRefreshTokens {
+            Messages.sessionLastsOnlyAccessToken(provider: p.displayName)
+        } else {
+            nil
+        }
+    }
+}
+
 /// A session as handed to an app: access token and claims, never the refresh token.
 public struct ReleasedSession: Sendable {
     public var accessToken: String

@@ -8,29 +8,9 @@ import VaultStore
 /// The first login with a provider creates that slot; a later login of the
 /// same identity unlocks the vault; another identity is refused.
 extension Vault {
-    public struct ProviderStatus: Sendable {
-        public var id: String
-        public var name: String
-        /// A login with it can unlock this vault (its login slot exists).
-        public var unlocks: Bool
-        /// The organization's backend that keeps its sessions (an origin), if any.
-        public var backend: String?
-        /// Who keeps the session, for a person: the backend, or that the
-        /// session ends with the access token. Nil: the provider's own refresh.
-        public var sessionNote: LocalizedText?
-    }
-
+    /// The login providers for `status`, each with whether its login can unlock this vault.
     public func providerStatuses() -> [ProviderStatus] {
-        providers.loginProviders.map { p in
-            let note: LocalizedText? = if let origin = p.backendOrigin {
-                Messages.sessionKeptByBackend(origin: origin)
-            } else if !p.issuesRefreshTokens {
-                Messages.sessionLastsOnlyAccessToken(provider: p.displayName)
-            } else {
-                nil
-            }
-            return ProviderStatus(id: p.id, name: p.displayName, unlocks: canUnlock(p), backend: p.backendOrigin, sessionNote: note)
-        }
+        providers.loginProviders.map { ProviderStatus($0, unlocks: canUnlock($0)) }
     }
 
     func canUnlock(_ provider: any IdentityProvider) -> Bool {
@@ -42,12 +22,9 @@ extension Vault {
     /// needs to draw nothing for a first login).
     public func login(provider id: String?, conversation: any ClientConversation) async throws(VaultFailure) -> ReleasedSession {
         // A sandboxed app whose login dialogs the person just closed twice opens no third (ClosedDialogs).
-        let closesKey = conversation.isInteractive ? try admitDialog(conversation, event: "login", Messages.loginClosedRecently) : nil
-        do {
-            return try await loginAsked(provider: id, conversation: conversation)
-        } catch {
-            noteClosed(closesKey, error)
-            throw error
+        guard conversation.isInteractive else { return try await loginAsked(provider: id, conversation: conversation) }
+        return try await admitted(conversation, event: "login", Messages.loginClosedRecently) { () async throws(VaultFailure) in
+            try await loginAsked(provider: id, conversation: conversation)
         }
     }
 
@@ -307,12 +284,19 @@ extension Vault {
             return .finished(.failure(error == .notInteractive ? (failure ?? policy.lockedFailure()) : self.failure(from: error)))
         }
         do {
-            let login = try await runLogin(provider, conversation)
-            _ = try await adopt(login, from: provider, conversation: conversation)
-            return .finished(vaultKey != nil ? .success(()) : .failure(policy.loggedInButLocked()))
+            try await unlockWithLogin(provider, conversation)
+            return .finished(.success(()))
         } catch {
             return .finished(.failure(error))
         }
+    }
+
+    /// A fresh login that is to unlock: run and taken in. With a PIN the login
+    /// gives its own session, not the vault key: that is said as a failure.
+    func unlockWithLogin(_ provider: any IdentityProvider, _ conversation: any ClientConversation) async throws(VaultFailure) {
+        let login = try await runLogin(provider, conversation)
+        _ = try await adopt(login, from: provider, conversation: conversation)
+        if vaultKey == nil { throw policy.loggedInButLocked() }
     }
 
     /// Records that the offer of factor `id` was declined (or is welcome

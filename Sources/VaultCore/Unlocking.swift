@@ -18,17 +18,9 @@ extension Vault {
             // `unlock bankid`: a fresh login with that provider.
             guard vaultKey == nil else { return }
             guard conversation.isInteractive else { throw policy.lockedFailure() }
-            let closesKey = try admitDialog(conversation, event: "login", Messages.loginClosedRecently)
-            let login: VerifiedLogin
-            do {
-                login = try await runLogin(provider, conversation)
-            } catch {
-                noteClosed(closesKey, error)
-                throw error
+            try await admitted(conversation, event: "login", Messages.loginClosedRecently) { () async throws(VaultFailure) in
+                try await unlockWithLogin(provider, conversation)
             }
-            _ = try await adopt(login, from: provider, conversation: conversation)
-            // With a PIN the login gave its own session, not the vault key.
-            if vaultKey == nil { throw policy.loggedInButLocked() }
             return
         }
         if let factor {
@@ -72,6 +64,18 @@ extension Vault {
                                extra: ["retry_after": .int(Int64(wait))])
         }
         return key
+    }
+
+    /// Runs `body` (which shows dialogs) if `admitDialog` lets it, counting a Cancel as a close.
+    func admitted<T>(_ conversation: any ClientConversation, event: String, _ sentence: (String?) -> LocalizedText,
+                     _ body: () async throws(VaultFailure) -> T) async throws(VaultFailure) -> T {
+        let closesKey = try admitDialog(conversation, event: event, sentence)
+        do {
+            return try await body()
+        } catch {
+            noteClosed(closesKey, error)
+            throw error
+        }
     }
 
     /// A dialog `admitDialog` let through ended: a Cancel counts as a close.
