@@ -175,7 +175,7 @@ extension Vault {
                 throw VaultFailure(.locked, message: Messages.vaultUnopenable)
             }
         } else if let vk = vaultKey, verdict.renewsSoftUnlocks(vaultOpen: true) {
-            softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
+            softBoxes = SoftBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: now())
         }
     }
 

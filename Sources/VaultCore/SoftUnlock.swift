@@ -54,16 +54,53 @@ struct SoftUnlock {
     }
 }
 
-extension SoftUnlock {
+/// The presence factors' soft boxes, and the rules of their life: made for
+/// every presence factor whose record is intact when the vault key comes in
+/// for good (the PIN, a login, the start), each living `fingerprint_max_hours`
+/// from then; a box's failed scans written back only into the box they were
+/// counted against, and forgiven by a match (model/unlock.pml: `fp_fails`).
+/// A value the actor owns; it audits what `live` says expired.
+struct SoftBoxes {
+    private var boxes: [FactorID: SoftUnlock] = [:]
+
     /// A soft box for every presence factor whose record is intact.
-    static func boxes(for factors: [FactorID: any UnlockFactor], keyslots: Keyslots, vaultKey: SecureBytes,
-                      since: Double) -> [FactorID: SoftUnlock] {
-        var boxes: [FactorID: SoftUnlock] = [:]
+    init(for factors: [FactorID: any UnlockFactor], keyslots: Keyslots, vaultKey: SecureBytes, since: Double) {
         for (id, factor) in factors where factor.descriptor.contribution == .presenceOnly {
             guard case .intact(let binding) = keyslots.check(id.rawValue),
                   let digest = Keyslot.digest(in: binding) else { continue }
             boxes[id] = try? SoftUnlock(vaultKey: vaultKey, factor: id, digest: digest, since: since)
         }
-        return boxes
+    }
+
+    init() {}
+
+    /// The box of `id` as it is (expired or not): a scan's count is read from it.
+    subscript(id: FactorID) -> SoftUnlock? {
+        get { boxes[id] }
+        set { boxes[id] = newValue }
+    }
+
+    /// The factors with a box, expired or not (`live` drops the expired).
+    var factors: Set<FactorID> { Set(boxes.keys) }
+
+    var isEmpty: Bool { boxes.isEmpty }
+
+    /// The box of `id`, unless its time is up (`maxSeconds`; 0: no limit): then
+    /// it is dropped, and `expired` says so for the audit.
+    mutating func live(_ id: FactorID, now: Double, maxSeconds: Double) -> (box: SoftUnlock?, expired: Bool) {
+        guard let box = boxes[id] else { return (nil, false) }
+        guard box.expired(now: now, maxSeconds: maxSeconds) else { return (box, false) }
+        boxes[id] = nil
+        return (nil, true)
+    }
+
+    /// A match is the person: the failed scans before it are forgiven.
+    mutating func matched(_ id: FactorID) { boxes[id]?.failedScans = 0 }
+
+    /// Writes `failures` (a scan's count, read from `box` before it) back into
+    /// that box; a box made since (by the PIN or a login) starts at zero.
+    mutating func keep(_ failures: Int, countedAgainst box: SoftUnlock?, of id: FactorID) {
+        guard let box, let current = boxes[id], current.isSameBox(as: box) else { return }
+        boxes[id]?.failedScans = max(current.failedScans, failures)
     }
 }

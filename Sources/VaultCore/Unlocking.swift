@@ -189,14 +189,14 @@ extension Vault {
                     factor: d.id, binding: Keyslot.binding(fromJSON: slot.binding), attempt: round, failures: tally))
             } catch {
                 // Kept however the scan ended (Cancel, a timeout, a button): no fresh tries.
-                keepFailedScans(tally, countedAgainst: box, of: d.id)
+                softBoxes.keep(tally.failures, countedAgainst: box, of: d.id)
                 if UnlockAttempt.dropsSoftBox(after: error, presence: d.contribution == .presenceOnly) { softBoxes[d.id] = nil }
                 if UnlockAttempt.audits(error) {
                     audit.record("unlock", factor: d.id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
                 }
                 return UnlockAttempt(refused: error, offering: options, locked: policy.lockedFailure())
             }
-            keepFailedScans(tally, countedAgainst: box, of: d.id)
+            softBoxes.keep(tally.failures, countedAgainst: box, of: d.id)
             round += 1
             switch d.contribution {
             case .lowEntropySecret:
@@ -252,7 +252,7 @@ extension Vault {
         switch PresenceCheck(d.id, record: record, proof: proof, deviceKey: deviceKey, now: Int64(now()), softBox: { liveSoftBox(d.id) }) {
         case .opened(let vk):
             // A match is the person: the failed scans before it are forgiven (model/unlock.pml, scan: fp_fails = 0).
-            softBoxes[d.id]?.failedScans = 0
+            softBoxes.matched(d.id)
             return .opened(vk)
         case .recordUnusable(let newer):
             audit.record("unlock", factor: d.id.rawValue, outcome: newer ? "record_newer" : "record_damaged", requester: requester)
@@ -277,13 +277,6 @@ extension Vault {
             audit.record("enrollment_changed", factor: d.id.rawValue, outcome: "legacy_slot_kept", requester: requester)
             return .next(.enrollmentChanged(d))
         }
-    }
-
-    /// Writes a presence factor's failed scans back into the soft box they were
-    /// counted against; a box made since (by the PIN or a login) starts at zero.
-    func keepFailedScans(_ tally: FailureTally, countedAgainst box: SoftUnlock?, of id: FactorID) {
-        guard let box, let current = softBoxes[id], current.isSameBox(as: box) else { return }
-        softBoxes[id]?.failedScans = max(current.failedScans, tally.failures)
     }
 
     func enrollmentChanged(_ d: FactorDescriptor, _ conversation: any ClientConversation) {

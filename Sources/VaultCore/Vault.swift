@@ -65,7 +65,7 @@ public actor Vault {
     var pendingUnlock: Task<Result<Void, VaultFailure>, Never>?
     /// Presence factors' soft boxes: how the fingerprint reopens the vault while
     /// vaultd runs (SoftUnlock.swift). Never on disk.
-    var softBoxes: [FactorID: SoftUnlock] = [:]
+    var softBoxes = SoftBoxes()
     /// Counts the times the vault key was opened for good (`openHard`): a PIN
     /// typed for this very request needs not be asked again (CurrentSecret.swift).
     var hardOpenings = 0
@@ -129,7 +129,7 @@ public actor Vault {
         // the vault key goes only into its soft box: the vault starts locked and a
         // scan opens it. With none, the vault is simply open.
         if let vk = opened.vaultKey {
-            softBoxes = SoftUnlock.boxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
+            softBoxes = SoftBoxes(for: byID, keyslots: opened.keyslots, vaultKey: vk, since: started)
             if softBoxes.isEmpty { table.setVaultKey(vk, now: started) }
         }
     }
@@ -214,7 +214,7 @@ public actor Vault {
     /// request), `max_unlocked` (counted from the unlock, however busy the vault
     /// is, as gpg-agent's max-cache-ttl), and the soft boxes' own limit.
     public func lockIfIdle() {
-        for id in softBoxes.keys { _ = liveSoftBox(id) }
+        for id in softBoxes.factors { _ = liveSoftBox(id) }
         guard table.anythingOpen, !guardedByDeviceKeyOnly else { return }
         let t = now()
         if config.idleTimeout > 0, t - table.lastActivity >= Double(config.idleTimeout) {
@@ -235,7 +235,7 @@ public actor Vault {
     /// The unlock policy over the state as it is now.
     var policy: UnlockPolicy {
         UnlockPolicy(factors: order.compactMap { factors[$0]?.descriptor }, slots: keyslots.rows, secretFactors: secretFactors,
-                     liveSoftUnlocks: Set(softBoxes.keys), loginProviders: providers.loginProviders.map(\.id))
+                     liveSoftUnlocks: softBoxes.factors, loginProviders: providers.loginProviders.map(\.id))
     }
 
     // MARK: - Status

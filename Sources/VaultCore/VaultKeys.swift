@@ -22,19 +22,15 @@ extension Vault {
         }
         chipRefusal = nil
         table.setVaultKey(vk, now: t)
-        softBoxes = SoftUnlock.boxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
+        softBoxes = SoftBoxes(for: factors, keyslots: keyslots, vaultKey: vk, since: t)
         if sessions.publicKey == nil { sessions.publicKey = try? VaultKeyPair.ensureStored(vk, store: store, deviceKey: deviceKey) }
         sessions.resealWaiting(vk)
     }
 
     /// The soft box of `id`, unless `fingerprint_max_hours` has run out (it is then dropped).
     func liveSoftBox(_ id: FactorID) -> SoftUnlock? {
-        guard let box = softBoxes[id] else { return nil }
-        if box.expired(now: now(), maxSeconds: Double(config.fingerprintMaxAge)) {
-            softBoxes[id] = nil
-            audit.record("soft_unlock_expired", factor: id.rawValue, outcome: "pin_or_login_needed")
-            return nil
-        }
+        let (box, expired) = softBoxes.live(id, now: now(), maxSeconds: Double(config.fingerprintMaxAge))
+        if expired { audit.record("soft_unlock_expired", factor: id.rawValue, outcome: "pin_or_login_needed") }
         return box
     }
 
@@ -62,7 +58,7 @@ extension Vault {
                                                  unasked: Messages.startOverNeedsConfirmation, locked: policy.lockedFailure())
         }
         let (vk, publicKey, removed) = try keyslots.startOver(now: Int64(now()), logger: logger)
-        softBoxes = [:]
+        softBoxes = SoftBoxes()
         chipRefusal = nil
         self.sessions.publicKey = publicKey
         let accounts = table.allEntries().values.map(\.meta.account)
