@@ -115,15 +115,7 @@ extension Vault {
                 switch await attempt(factor, slot: slot, conversation, offering: options) {
                 case .opened(let vk):
                     offers.failedBeforeFallback = []
-                    // The PIN opens the vault for good; a presence factor only reopens it.
-                    if factor.descriptor.contribution == .presenceOnly {
-                        table.setVaultKey(vk, now: now())
-                        sessions.resealWaiting(vk)
-                    } else {
-                        openHard(vk)
-                    }
-                    touch()
-                    audit.record("unlock", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+                    open(vk, by: factor.descriptor, requester: conversation.requester)
                     return .success(())
                 case .stop(let failure):
                     return .failure(failure)

@@ -27,6 +27,20 @@ extension Vault {
         sessions.resealWaiting(vk)
     }
 
+    /// An unlock's factor gave the vault key: the PIN opens it for good
+    /// (`openHard`); a presence factor only reopens it, its soft boxes left as
+    /// they are. The idle timer starts again; audited.
+    func open(_ vk: SecureBytes, by d: FactorDescriptor, requester: Requester) {
+        if d.contribution == .presenceOnly {
+            table.setVaultKey(vk, now: now())
+            sessions.resealWaiting(vk)
+        } else {
+            openHard(vk)
+        }
+        touch()
+        audit.record("unlock", factor: d.id.rawValue, outcome: "ok", requester: requester)
+    }
+
     /// The soft box of `id`, unless `fingerprint_max_hours` has run out (it is then dropped).
     func liveSoftBox(_ id: FactorID) -> SoftUnlock? {
         let (box, expired) = softBoxes.live(id, now: now(), maxSeconds: Double(config.fingerprintMaxAge))
