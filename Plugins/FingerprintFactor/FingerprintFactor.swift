@@ -124,16 +124,8 @@ public struct FingerprintFactor: UnlockFactor {
                 unclear += 1
                 if unclear >= FingerprintFactor.maxUnclearScans { throw .unavailable(Text.readerBroken) }
                 message = Text.askAgain(after: outcome, left: nil)
-            case .refused(let why):
-                throw .unavailable(Text.refused(why))
-            case .hardwareError:
-                throw .unavailable(Text.readerBroken)
-            case .disconnected:
-                throw .unavailable(Text.readerGoneDuringEnroll)
-            case .cancelled:
-                throw .cancelled
-            case .timeout:
-                throw .timeout
+            case .refused, .hardwareError, .disconnected, .cancelled, .timeout:
+                throw Self.turnEnded(by: outcome, readerGone: Text.readerGoneDuringEnroll)
             }
         }
         throw .rejected(Text.enrollGaveUp(attempts))
@@ -174,16 +166,8 @@ public struct FingerprintFactor: UnlockFactor {
                     throw .tooManyAttempts
                 }
                 message = Text.askAgain(after: outcome, left: attempts - failures)
-            case .refused(let why):
-                throw .unavailable(Text.refused(why))
-            case .hardwareError:
-                throw .unavailable(Text.readerBroken)
-            case .disconnected:
-                throw .unavailable(Text.readerGone)
-            case .cancelled:
-                throw .cancelled
-            case .timeout:
-                throw .timeout
+            case .refused, .hardwareError, .disconnected, .cancelled, .timeout:
+                throw Self.turnEnded(by: outcome, readerGone: Text.readerGone)
             }
             if failures >= attempts { throw .tooManyAttempts }
         }
@@ -194,6 +178,20 @@ public struct FingerprintFactor: UnlockFactor {
     /// One scan with `message` on screen: a conversation with its own dialog
     /// closes it when the scan ends, and a button pressed there (another way
     /// in) cancels the scan and throws `.cancelled`.
+    /// A scan that ends the factor's turn, enrolling or unlocking alike: the
+    /// reader refused or failed, went away (`readerGone`: the words for it,
+    /// which differ while enrolling), the person cancelled, no finger in time.
+    static func turnEnded(by outcome: ScanOutcome, readerGone: LocalizedText) -> FactorError {
+        switch outcome {
+        case .refused(let why): .unavailable(Text.refused(why))
+        case .disconnected: .unavailable(readerGone)
+        case .cancelled: .cancelled
+        case .timeout: .timeout
+        // (A match, a miss or an unclear scan never ends a turn; were one passed here it reads as a failed reader.)
+        case .hardwareError, .match, .noMatch, .retry, .unclear: .unavailable(Text.readerBroken)
+        }
+    }
+
     private func scan(showing message: LocalizedText, _ conversation: any FactorConversation) async throws(FactorError) -> ScanOutcome {
         let reader = self.reader
         let timeout = scanTimeout
