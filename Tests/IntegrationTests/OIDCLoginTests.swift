@@ -177,13 +177,11 @@ final class OIDCLoginTests: OIDCTestCase {
 
     // MARK: Interop
 
-    /// oidc-provider-mock (Authlib): a confidential client with Basic auth, no
-    /// kid in the ID token header, aud as a list, no azp; the person logs in by
-    /// POSTing `sub`.
-    func testFullLoginAgainstOIDCProviderMock() throws {
-        let mock = try startMockProvider(arguments: [
-            "--user-claims", #"{"sub": "kari", "name": "Kari Nordmann", "email": "kari.nordmann@example.test"}"#,
-        ])
+    /// A vaultd with oidc-provider-mock (started with `mockArguments`) as the
+    /// provider "mock", a confidential client, and the person logged in there
+    /// (the scripted browser POSTs `sub`); the login's run, checked to have ended well.
+    func loggedInAtMock(_ mockArguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> (VaultdProcess, CtlRun) {
+        let mock = try startMockProvider(arguments: mockArguments)
         let table = """
             [providers.mock]
             profile = "generic"
@@ -193,7 +191,15 @@ final class OIDCLoginTests: OIDCTestCase {
             """
         let v = try startVaultd(config: config([table]))
         let r = login(v, "mock", env: ["TEST_BROWSER_MODE": "post"])
-        XCTAssertEqual(r.exit, 0, "\(r)")
+        XCTAssertEqual(r.exit, 0, "\(r)", file: file, line: line)
+        return (v, r)
+    }
+
+    /// oidc-provider-mock (Authlib): a confidential client with Basic auth, no
+    /// kid in the ID token header, aud as a list, no azp; the person logs in by
+    /// POSTing `sub`.
+    func testFullLoginAgainstOIDCProviderMock() throws {
+        let (v, r) = try loggedInAtMock(["--user-claims", #"{"sub": "kari", "name": "Kari Nordmann", "email": "kari.nordmann@example.test"}"#])
         let token = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)")
         XCTAssertEqual(r.json?["claims"]?["name"], "Kari Nordmann")
 
@@ -208,19 +214,7 @@ final class OIDCLoginTests: OIDCTestCase {
     /// A refresh at oidc-provider-mock: client_secret_basic, no rotation (the old
     /// refresh token is kept).
     func testRefreshAgainstOIDCProviderMock() throws {
-        let mock = try startMockProvider(arguments: [
-            "--user-claims", #"{"sub": "kari", "name": "Kari Nordmann"}"#, "-e", "40",
-        ])
-        let table = """
-            [providers.mock]
-            profile = "generic"
-            issuer = "\(mock.issuer)"
-            client_id = "sessionvault-interop"
-            client_secret = "interop-secret"
-            """
-        let v = try startVaultd(config: config([table]))
-        let r = login(v, "mock", env: ["TEST_BROWSER_MODE": "post"])
-        XCTAssertEqual(r.exit, 0, "\(r)")
+        let (v, r) = try loggedInAtMock(["--user-claims", #"{"sub": "kari", "name": "Kari Nordmann"}"#, "-e", "40"])
         let token0 = try XCTUnwrap(r.json?["access_token"]?.stringValue, "\(r)")
         // 40 s left: inside vaultd's refresh window, so the next request refreshes.
         let t = ctl(v, ["token"], stdin: nil)

@@ -128,13 +128,7 @@ final class OIDCSessionTests: OIDCTestCase {
         }
         var tokens: [String] = []
         for (n, c) in clients.enumerated() {
-            var answer: JSON?
-            let deadline = monotonicNow() + 30
-            while answer == nil, monotonicNow() < deadline {
-                let frame = try c.readJSON(timeout: max(0.1, deadline - monotonicNow()))
-                if frame["id"] == .int(Int64(1000 + n)) { answer = frame }
-            }
-            let a = try XCTUnwrap(answer, "no answer for request \(n)")
+            let a = try c.answer(to: .int(Int64(1000 + n)))
             XCTAssertTrue(a.isOK, "request \(n): \(a.text)")
             tokens.append(a.result?["access_token"]?.stringValue ?? "")
         }
@@ -289,13 +283,7 @@ final class OIDCSessionTests: OIDCTestCase {
         for (n, c) in clients.enumerated() { XCTAssertTrue(c.send(Request(id: .int(Int64(2000 + n)), op: "session"))) }
         var codes: [String] = []
         for (n, c) in clients.enumerated() {
-            var answer: JSON?
-            let deadline = monotonicNow() + 30
-            while answer == nil, monotonicNow() < deadline {
-                let frame = try c.readJSON(timeout: max(0.1, deadline - monotonicNow()))
-                if frame["id"] == .int(Int64(2000 + n)) { answer = frame }
-            }
-            let a = try XCTUnwrap(answer, "no answer for request \(n)")
+            let a = try c.answer(to: .int(Int64(2000 + n)))
             XCTAssertFalse(a.isOK, "request \(n) got a token from a rejected session: \(a.text)")
             codes.append(a.errorCode ?? "?")
             if a.errorCode == "session_expired" { XCTAssertEqual(a.errorMessage, Self.expiredMessage) }

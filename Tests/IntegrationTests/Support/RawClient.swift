@@ -188,6 +188,19 @@ final class RawClient {
             sideFrames.append(frame)
         }
     }
+
+    /// The answer to request `id`, sent earlier (many may be in flight on one
+    /// connection); frames for others are kept in `sideFrames`.
+    func answer(to id: JSON, timeout: Double = 30) throws -> JSON {
+        let deadline = monotonicNow() + timeout
+        while true {
+            let remaining = deadline - monotonicNow()
+            if remaining <= 0 { throw IntegrationError("no answer to request \(id.text) within \(timeout) s") }
+            let frame = try readJSON(timeout: remaining)
+            if frame["id"] == id { return frame }
+            sideFrames.append(frame)
+        }
+    }
 }
 
 /// Answers prompts from a script: secret prompts get the next secret (then
