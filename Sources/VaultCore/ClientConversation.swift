@@ -156,15 +156,15 @@ public struct SilentConversation: ClientConversation {
 // The broker's own questions, asked the same way wherever they come up.
 extension ClientConversation {
     /// Asks a yes/no question before something that cannot be undone. A client
-    /// that cannot be asked gets `unasked` (how to confirm without a dialog);
+    /// that cannot be asked gets `unasked` (how to go on without a dialog);
     /// No or Cancel stops with `cancelled`.
-    func confirmOrStop(_ question: LocalizedText, unasked: LocalizedText,
+    func confirmOrStop(_ question: LocalizedText, unasked: VaultFailure,
                        locked: VaultFailure) async throws(VaultFailure) {
         let yes: Bool
         do {
             yes = try await confirmLoss(question)
         } catch {
-            if error == .notInteractive { throw .badRequest(unasked) }
+            if error == .notInteractive { throw unasked }
             throw error.failure(whenNotInteractive: locked)
         }
         guard yes else { throw VaultFailure(.cancelled) }
@@ -185,6 +185,39 @@ extension ClientConversation {
         if beside.contains(where: { $0.value == choice }) { return .other(choice) }
         return .cancelled
     }
+}
+
+extension ClientConversation {
+    /// The offer to turn a factor on after a login (its own words, or the
+    /// catalog's), answered with a button: Turn on, Not now, or none (the
+    /// dialog closed, left to time out, the app gone: not a "Not now").
+    func offerToTurnOn(_ d: FactorDescriptor) async -> TurnOnAnswer {
+        do {
+            return try await confirm(d.offerText ?? Messages.turnOnOffer(d.displayName), yes: Messages.dialogTurnOn,
+                                     no: Messages.dialogNotNow) ? .turnOn : .notNow
+        } catch {
+            return .unanswered
+        }
+    }
+
+    /// Which of `organizations` the person acts for now: one button each and
+    /// Cancel. Nil: Cancel, or no answer.
+    func chooseOrganization(_ organizations: [(id: String, name: String)]) async -> String? {
+        var options = organizations.map { org in
+            ChoiceOption(value: org.id, label: LocalizedText(en: Messages.shown(org.name), nb: Messages.shown(org.name)))
+        }
+        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
+        guard let chosen = try? await choose(Messages.chooseOrganization, options: options), chosen != "cancel" else { return nil }
+        return chosen
+    }
+}
+
+/// The button pressed at the offer to turn a factor on.
+enum TurnOnAnswer: Equatable {
+    case turnOn
+    case notNow
+    /// Closed, left to time out, or the app gone: asked again after the next login.
+    case unanswered
 }
 
 /// What the person chose in the provider choice.

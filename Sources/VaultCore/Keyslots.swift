@@ -8,10 +8,10 @@ import VaultStore
 
 /// One job: the keyslot rows in the store and their copy in memory, kept the
 /// same. Every change is one store transaction first, then the copy, so the
-/// broker never sees a slot the disk does not have (or the reverse). The
-/// rules about what a change must contain (a PIN replaces the device wrap,
-/// disabling the last secret factor puts it back) are the caller's
-/// (`Unlocking.swift`); this type makes each such change happen at once.
+/// broker never sees a slot the disk does not have (or the reverse). What a
+/// change must contain is decided here too (`setUp`, `turnOff`: a PIN
+/// replaces the device wrap, turning off the last secret factor puts it
+/// back; `recordIdentity`), so the actor only asks for it and audits it.
 /// The row format and its cryptography are `Keyslot`'s (Keyslot.swift).
 ///
 /// A value owned by the `Vault` actor: synchronous, no lock of its own.
@@ -115,6 +115,66 @@ struct Keyslots {
     }
 
     static func staleKey(_ id: String) -> String { "stale:\(id)" }
+
+    // MARK: What a change contains (the at-rest rule: docs/key-hierarchy.md)
+
+    /// Sets factor `d` up with `proof` (again: its slot replaced). A secret
+    /// factor's slot is a wrap of the vault key (bound to the chip as the
+    /// setting says) that replaces the device wrap in the same transaction:
+    /// from then on no slot opens with the device key alone. A presence
+    /// factor's slot is a record of its enrollment, beside the wrap there is.
+    mutating func setUp(_ d: FactorDescriptor, proof: FactorProof, vaultKey: SecureBytes, cost: PasswordHash.Cost,
+                        now: Int64, logger: Logger) throws(VaultFailure) {
+        let row = try Keyslots.built("a keyslot", logger) { () throws(WrapError) in
+            try make(for: d, proof: proof, vaultKey: vaultKey, cost: cost, now: now)
+        }
+        let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
+        try storeCall(logger) { () throws(StoreError) in try enroll(row, replacing: replaced) }
+    }
+
+    /// Turns factor `id` off. When its slot was the only wrap of the vault
+    /// key, the device wrap comes back in the same transaction: there is
+    /// always exactly one way to the vault key, and the sessions stay reachable.
+    mutating func turnOff(_ id: String, vaultKey: SecureBytes, now: Int64, logger: Logger) throws(VaultFailure) {
+        var restoring: [KeyslotRow] = []
+        if !hasWrap(besides: id) {
+            restoring.append(try Keyslots.built("the device wrap", logger) { () throws(WrapError) in
+                try makeWrap(vaultKey: vaultKey, now: now)
+            })
+        }
+        let restored = restoring
+        try storeCall(logger) { () throws(StoreError) in try disable(id, restoring: restored) }
+    }
+
+    /// Records the identity a login proved (`binding`: its issuer and stable
+    /// subject, or the person's keyed national ID) under `id`, in place of a
+    /// damaged record there. Whether a login may be recorded is
+    /// `LoginRecordVerdict.recordsIdentity`'s to say.
+    mutating func recordIdentity(_ id: String, binding: [String: String], now: Int64, logger: Logger) throws(VaultFailure) {
+        let row: KeyslotRow
+        do {
+            row = try Keyslot.makeRecord(id: id, factor: "login", binding: binding, deviceKey: deviceKey, now: now)
+        } catch {
+            logger.error("could not build a login record", metadata: ["error": "\(error)"])
+            throw .internal()
+        }
+        try storeCall(logger) { () throws(StoreError) in try replace(put: [row], delete: []) }
+    }
+
+    /// A slot made, or what its failure means to the request: the chip's
+    /// refusal in the chip's words, anything else an internal error (logged).
+    private static func built(_ what: String, _ logger: Logger,
+                              _ make: () throws(WrapError) -> KeyslotRow) throws(VaultFailure) -> KeyslotRow {
+        do {
+            return try make()
+        } catch .chip(let refusal) {
+            logger.error("the chip could not seal \(what)", metadata: ["error": "\(refusal)"])
+            throw refusal.failure
+        } catch {
+            logger.error("could not build \(what)", metadata: ["error": "\(error)"])
+            throw .internal()
+        }
+    }
 
     // MARK: Changing, one transaction each
 

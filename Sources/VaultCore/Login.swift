@@ -119,32 +119,25 @@ extension Vault {
         var owner = verdict == .owner
         try openAfterLogin(verdict, record: recordID, requester: conversation.requester)
         if verdict.recordsIdentity(vaultOpen: vaultKey != nil) {
-            let row: KeyslotRow
-            do {
-                row = try Keyslot.makeRecord(id: recordID, factor: "login", binding: proof.binding, deviceKey: deviceKey, now: Int64(now()))
-            } catch {
-                throw .internal()
-            }
-            try storeCall(logger) { () throws(StoreError) in try keyslots.replace(put: [row], delete: []) }
+            try keyslots.recordIdentity(recordID, binding: proof.binding, now: Int64(now()), logger: logger)
             owner = true
             audit.record("enroll", factor: recordID, outcome: "ok", requester: conversation.requester)
         }
         if owner, login.reauthenticated, provider.meetsReenrollLevel(login) { offers.strongLoginAt = now() }
-        let id = table.id(forAccount: login.provider) ?? Digest.hex(Random.bytes(16))
         let meta = SessionMeta(login, memberClaims: memberClaims, createdAt: Int64(now()))
-        try sessions.persist(id: id, meta: meta, secret: SessionSecret(login.tokens),
-                    tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
-                    auditing: audit.entry("login", factor: login.provider, outcome: "ok",
-                                          detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
-                                          requester: conversation.requester),
-                    locked: policy.lockedFailure())
+        let id = try sessions.store(meta, secret: SessionSecret(login.tokens),
+                                    tokenForHash: login.tokens.refreshToken ?? login.tokens.accessToken,
+                                    auditing: audit.entry("login", factor: login.provider, outcome: "ok",
+                                                          detail: ["sealed_for": .string(vaultKey == nil ? "pin" : "vault_key")],
+                                                          requester: conversation.requester),
+                                    locked: policy.lockedFailure())
         grantOnCreate(meta.account, requester: conversation.requester, reason: "login")
         if vaultKey == nil {
             // With a PIN the vault stays locked: a factor to set up again (its
             // enrollment changed) is offered after the next PIN, and this says so.
             let offer = offerableAfterPIN()
             if offer != nil { enrollmentOfferPending = true }
-            let waiting = table.allEntries().values.contains(where: { $0.key(vaultKey: nil) == nil })
+            let waiting = table.anyWaiting
             if waiting || offer != nil {
                 await conversation.show(Messages.loggedInWaitingForPIN(sessionsWaiting: waiting, thenSetUp: offer?.displayName))
             }
@@ -240,13 +233,8 @@ extension Vault {
     /// itself — and the question comes again at the next login.
     func chooseOrganizationIfNeeded(_ released: ReleasedSession, conversation: any ClientConversation) async -> ReleasedSession {
         let orgs = released.meta.organizations
-        guard conversation.isInteractive, orgs.all.count > 1, orgs.active == nil else { return released }
-        var options = orgs.all.map { org in
-            ChoiceOption(value: org.id, label: LocalizedText(en: Messages.shown(org.name), nb: Messages.shown(org.name)))
-        }
-        options.append(ChoiceOption(value: "cancel", label: Messages.dialogCancel))
-        guard let chosen = try? await conversation.choose(Messages.chooseOrganization, options: options), chosen != "cancel"
-        else { return released }
+        guard conversation.isInteractive, orgs.all.count > 1, orgs.active == nil,
+              let chosen = await conversation.chooseOrganization(orgs.all) else { return released }
         do {
             var out = released
             out.meta.claims = try await setActiveOrganization(chosen, account: released.meta.account,
@@ -338,20 +326,11 @@ extension Vault {
                 await conversation.show(Messages.reenrollNeedsStrongLogin)
                 continue
             }
-            let explanation = factor.descriptor.offerText ?? Messages.turnOnOffer(factor.descriptor.displayName)
-            let answer: Bool
-            do {
-                answer = try await conversation.confirm(explanation, yes: Messages.dialogTurnOn, no: Messages.dialogNotNow)
-            } catch {
-                // Not answered (closed, left to time out, the app gone): the
-                // person has not said "Not now", so it is asked after the next login.
-                continue
+            switch await conversation.offerToTurnOn(factor.descriptor) {
+            case .turnOn: _ = try? await enroll(id, conversation: conversation)
+            case .notNow: noteOffer(id, declined: true)
+            case .unanswered: break  // not a "Not now": asked again after the next login
             }
-            guard answer else {
-                noteOffer(id, declined: true)
-                continue
-            }
-            _ = try? await enroll(id, conversation: conversation)
         }
     }
 }

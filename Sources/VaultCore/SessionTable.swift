@@ -27,6 +27,9 @@ final class SessionTable: Sendable {
         func key(vaultKey: SecureBytes?) -> SecureBytes? {
             meta.sealedForVaultKey ? vaultKey : recordKey
         }
+
+        /// Waits for the vault key: it is out, and nothing else opens this session.
+        func waits(vaultKey: SecureBytes?) -> Bool { vaultKey == nil && key(vaultKey: nil) == nil }
     }
 
     private struct State {
@@ -156,6 +159,9 @@ final class SessionTable: Sendable {
 
     func allEntries() -> [String: Entry] { state.withLock { $0.entries } }
 
+    /// Some session waits for the vault key (`Entry.waits`): the PIN, or an unlock, brings it back.
+    var anyWaiting: Bool { state.withLock { s in s.entries.values.contains { $0.waits(vaultKey: s.vaultKey) } } }
+
     /// The record id for `account`, or the only session when none is named
     /// (the only one among the accounts in `visible`, when given).
     func pick(_ account: String?, among visible: Set<String>? = nil) throws(VaultFailure) -> String {
@@ -227,7 +233,7 @@ final class SessionTable: Sendable {
                 var info = Vault.AccountInfo(account: e.meta.account, provider: e.meta.provider, name: e.meta.name,
                                              tokenHash: e.row.tokenHash, accessExpiresAt: e.meta.accessExpiresAt,
                                              hasRefreshToken: e.meta.hasRefreshToken,
-                                             waiting: s.vaultKey == nil && e.key(vaultKey: nil) == nil ? waiting : nil)
+                                             waiting: e.waits(vaultKey: s.vaultKey) ? waiting : nil)
                 (info.organizations, info.activeOrganization) = e.meta.organizations
                 return info
             }

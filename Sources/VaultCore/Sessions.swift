@@ -159,6 +159,16 @@ struct Sessions {
                  auditing: entry)
     }
 
+    /// Stores `meta.account`'s session, sealed, durably: under the id the
+    /// account had (an account holds one session, so a new login or import
+    /// replaces the old one in place), else under a new random id, returned.
+    func store(_ meta: SessionMeta, secret: SessionSecret, tokenForHash: String, auditing entry: AuditLog.Entry,
+               locked: @autoclosure () -> VaultFailure) throws(VaultFailure) -> String {
+        let id = table.id(forAccount: meta.account) ?? Digest.hex(Random.bytes(16))
+        try persist(id: id, meta: meta, secret: secret, tokenForHash: tokenForHash, auditing: entry, locked: locked())
+        return id
+    }
+
     /// Re-seals only the metadata half (claims changed); works while locked.
     func persistMeta(id: String, meta: SessionMeta, row: SessionRow) throws(VaultFailure) {
         var updated = row

@@ -297,8 +297,8 @@ extension Vault {
 
     /// Sets a factor up (or again, replacing its slot). Needs the vault unlocked.
     /// A PIN gets a wrap of the vault key and replaces the device slot in the same
-    /// transaction; a presence factor gets a record of its enrollment and a soft
-    /// box. Setting up a presence factor again after its enrollment changed needs
+    /// transaction (`Keyslots.setUp`); a presence factor gets a record of its
+    /// enrollment and a soft box. Setting up a presence factor again after its enrollment changed needs
     /// a strong login in this run (`reenrollNeedsStrongLogin`).
     public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
         guard let factor = factors[id] else { throw unknownFactor(id) }
@@ -319,20 +319,7 @@ extension Vault {
             throw failure(from: error)
         }
         guard let vk = vaultKey else { throw policy.lockedFailure() }
-        let row: KeyslotRow
-        do {
-            row = try keyslots.make(for: d, proof: proof, vaultKey: vk, cost: config.pinCost, now: Int64(now()))
-        } catch .chip(let refusal) {
-            logger.error("the chip could not seal a keyslot", metadata: ["error": "\(refusal)"])
-            throw refusal.failure
-        } catch {
-            logger.error("could not build a keyslot", metadata: ["error": "\(error)"])
-            throw .internal()
-        }
-        // A PIN replaces the device slot in one transaction: from here on no
-        // slot that the device key alone opens exists (the at-rest rule).
-        let replaced = d.contribution == .lowEntropySecret ? [Keyslot.deviceSlotID] : []
-        try storeCall(logger) { () throws(StoreError) in try keyslots.enroll(row, replacing: replaced) }
+        try keyslots.setUp(d, proof: proof, vaultKey: vk, cost: config.pinCost, now: Int64(now()), logger: logger)
         if d.contribution == .presenceOnly {
             softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
         }
@@ -347,8 +334,7 @@ extension Vault {
 
     /// Destroys a factor's slot. Needs presence (an unlocked vault) and a
     /// confirmation. Removing the last secret factor puts the device slot back
-    /// in the same transaction, so there is always exactly one wrap of the vault
-    /// key and the sessions stay reachable.
+    /// in the same transaction (`Keyslots.turnOff`).
     public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
         guard let factor = factors[id] else { throw unknownFactor(id) }
         guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
@@ -357,19 +343,10 @@ extension Vault {
         try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
         if !confirmed {
             try await conversation.confirmOrStop(Messages.turnOffQuestion(factor.descriptor.displayName),
-                                                 unasked: Messages.turnOffNeedsConfirmation, locked: policy.lockedFailure())
+                                                 unasked: .badRequest(Messages.turnOffNeedsConfirmation), locked: policy.lockedFailure())
         }
         guard let vk = vaultKey else { throw policy.lockedFailure() }
-        var put: [KeyslotRow] = []
-        if !keyslots.hasWrap(besides: id.rawValue) {
-            do {
-                put.append(try keyslots.makeWrap(vaultKey: vk, now: Int64(now())))
-            } catch {
-                throw .internal()
-            }
-        }
-        let newSlots = put
-        try storeCall(logger) { () throws(StoreError) in try keyslots.disable(id.rawValue, restoring: newSlots) }
+        try keyslots.turnOff(id.rawValue, vaultKey: vk, now: Int64(now()), logger: logger)
         softBoxes[id] = nil
         // Turned off on purpose: not offered again after the next login.
         if factor.descriptor.offerAfterLogin { noteOffer(id, declined: true) }

@@ -297,11 +297,10 @@ public actor Vault {
         let account = try request.validatedAccount()
         try await checkImportOver(account, conversation)
         try await ensureUnlocked(conversation, preferred: nil)
-        let id = table.id(forAccount: account) ?? Digest.hex(Random.bytes(16))
         let (meta, secret) = request.session(account: account, createdAt: Int64(now()))
-        try sessions.persist(id: id, meta: meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
-                             auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
-                             locked: policy.lockedFailure())
+        _ = try sessions.store(meta, secret: secret, tokenForHash: request.refreshToken ?? request.accessToken ?? "",
+                               auditing: audit.entry("import", outcome: "ok", detail: ["account": .string(account)], requester: conversation.requester),
+                               locked: policy.lockedFailure())
         grantOnCreate(account, requester: conversation.requester, reason: "import")
         touch()
         return meta
@@ -331,14 +330,9 @@ public actor Vault {
         }
         guard let entry = existing else { return }
         let provider = entry.meta.providerName(providers.provider(for: entry.meta))
-        let yes: Bool
-        do {
-            yes = try await conversation.confirmLoss(Messages.replaceSession(entry.meta.name, provider: provider))
-        } catch {
-            if error == .notInteractive { throw VaultFailure(.appNotAllowed, message: Messages.importNotYours) }
-            throw failure(from: error)
-        }
-        guard yes else { throw VaultFailure(.cancelled) }
+        try await conversation.confirmOrStop(Messages.replaceSession(entry.meta.name, provider: provider),
+                                             unasked: VaultFailure(.appNotAllowed, message: Messages.importNotYours),
+                                             locked: policy.lockedFailure())
     }
 
     /// A confined app's durable changes are limited in rate, new or not

@@ -69,7 +69,7 @@ extension Vault {
         let factorCount = order.filter { keyslots[$0.rawValue] != nil }.count
         if !confirmed {
             try await conversation.confirmOrStop(Messages.startOverQuestion(sessions: sessions, factors: factorCount),
-                                                 unasked: Messages.startOverNeedsConfirmation, locked: policy.lockedFailure())
+                                                 unasked: .badRequest(Messages.startOverNeedsConfirmation), locked: policy.lockedFailure())
         }
         let (vk, publicKey, removed) = try keyslots.startOver(now: Int64(now()), logger: logger)
         softBoxes = SoftBoxes()

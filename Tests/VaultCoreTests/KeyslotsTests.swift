@@ -1,6 +1,8 @@
 import XCTest
 @testable import VaultCore
 import SodiumKit
+import VaultFactor
+import VaultProtocol
 @testable import VaultStore
 import VaultTestSupport
 
@@ -110,5 +112,49 @@ final class KeyslotsTests: XCTestCase {
         XCTAssertFalse(newKey.constantTimeEquals(vk), "a new vault key")
         XCTAssertEqual(try fx.store.meta(SessionSealing.publicKeyMeta), publicKey)
         XCTAssertFalse(slots.isStale("fingerprint"), "reset clears the stale marks")
+    }
+
+    /// What a change must contain is decided with the change: a PIN takes the
+    /// device wrap's place in the same transaction; a presence factor's
+    /// record comes beside the wrap; turning off the only wrap brings the
+    /// device wrap back, turning off anything else does not.
+    func testSettingUpAPINTakesTheDeviceWrapsPlaceAndTurningItOffBringsItBack() throws {
+        let vk = try SecureBytes.random(count: 32)
+        let pin = FactorDescriptor(id: .pin, displayName: LocalizedText(en: "PIN", nb: "PIN"), rank: 20, contribution: .lowEntropySecret)
+        let finger = FactorDescriptor(id: .fingerprint, displayName: LocalizedText(en: "Fingerprint", nb: "Fingeravtrykk"),
+                                      rank: 10, contribution: .presenceOnly)
+        var slots = try keyslots()
+        try slots.replace(put: [try deviceWrap(vk)], delete: [])
+
+        try slots.setUp(pin, proof: FactorProof(contribution: SecureBytes.utf8("4711")), vaultKey: vk, cost: .interactive,
+                        now: 5, logger: VaultFixture.logger)
+        try assertInStep(slots, ["pin"])
+        let pinRow = try XCTUnwrap(slots["pin"])
+        XCTAssertTrue(try slots.openWrap(pinRow, secret: SecureBytes.utf8("4711")).constantTimeEquals(vk))
+
+        try slots.setUp(finger, proof: FactorProof(enrollmentState: [1, 2, 3]), vaultKey: vk, cost: .interactive,
+                        now: 6, logger: VaultFixture.logger)
+        try assertInStep(slots, ["pin", "fingerprint"])
+
+        try slots.turnOff("fingerprint", vaultKey: vk, now: 7, logger: VaultFixture.logger)
+        try assertInStep(slots, ["pin"])
+        try slots.turnOff("pin", vaultKey: vk, now: 8, logger: VaultFixture.logger)
+        try assertInStep(slots, [Keyslot.deviceSlotID])
+        guard case .success(let opened)? = slots.openDeviceWrap() else { return XCTFail("the device wrap does not open") }
+        XCTAssertTrue(opened.constantTimeEquals(vk), "the device wrap brought back opens to the same vault key")
+    }
+
+    /// A login's identity is recorded as a record this vault's device key
+    /// vouches for, in place of a damaged one.
+    func testALoginsIdentityIsRecordedInPlaceOfADamagedRecord() throws {
+        var slots = try keyslots()
+        var edited = try record("login:bankid")
+        edited.binding = #"{"issuer":"https://idp.example","subject":"someone else"}"#
+        try slots.replace(put: [edited], delete: [])
+        XCTAssertEqual(slots.check("login:bankid"), .damaged)
+        try slots.recordIdentity("login:bankid", binding: ["issuer": "https://idp.example", "subject": "kari"], now: 9,
+                                 logger: VaultFixture.logger)
+        try assertInStep(slots, ["login:bankid"])
+        XCTAssertEqual(slots.check("login:bankid"), .intact(["issuer": "https://idp.example", "subject": "kari"]))
     }
 }

@@ -70,6 +70,7 @@ final class LoginTests: XCTestCase {
         XCTAssertNil(none.meta.claims["org_name"], "\(none.meta.claims)")
         XCTAssertEqual(none.meta.claims["roles"], [], "no organization active, so no roles")
         XCTAssertEqual(none.meta.claims["orgs"]?.arrayValue?.count, 2)
+        XCTAssertNil(members.active.withLock { $0 }, "Cancel is no organization: the registry is told nothing")
 
         let choosing = ScriptedClient(choices: ["tromso"])
         let chosen = try await vault.login(provider: "bankid", conversation: choosing)
