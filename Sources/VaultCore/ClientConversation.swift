@@ -157,7 +157,8 @@ public struct SilentConversation: ClientConversation {
 extension ClientConversation {
     /// Asks a yes/no question before something that cannot be undone. A client
     /// that cannot be asked gets `unasked` (how to go on without a dialog);
-    /// No or Cancel stops with `cancelled`.
+    /// No, Cancel or a closed dialog stops with `cancelled`, saying that
+    /// nothing was changed.
     func confirmOrStop(_ question: LocalizedText, unasked: VaultFailure,
                        locked: VaultFailure) async throws(VaultFailure) {
         let yes: Bool
@@ -165,9 +166,10 @@ extension ClientConversation {
             yes = try await confirmLoss(question)
         } catch {
             if error == .notInteractive { throw unasked }
+            if error == .cancelled { throw VaultFailure(.cancelled, message: Messages.nothingChanged) }
             throw error.failure(whenNotInteractive: locked)
         }
-        guard yes else { throw VaultFailure(.cancelled) }
+        guard yes else { throw VaultFailure(.cancelled, message: Messages.nothingChanged) }
     }
 
     /// Asks the person which provider to log in with: one button each, the

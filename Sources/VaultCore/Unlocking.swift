@@ -285,6 +285,19 @@ extension Vault {
         policy.softUnlockNeedsPIN(factors[id]?.descriptor.displayName ?? LocalizedText(en: id.rawValue, nb: id.rawValue))
     }
 
+    /// A change of unlock methods the person called off (Cancel or a closed
+    /// dialog at the unlock before it, the PIN in use, the new PIN or
+    /// fingerprint, No at its question) changed nothing, and says so
+    /// (`Messages.nothingChanged`): the unlock's "choose another way to log
+    /// in" is for an app that waits for a session.
+    func calledOff<T>(_ change: () async throws(VaultFailure) -> T) async throws(VaultFailure) -> T {
+        do {
+            return try await change()
+        } catch where error.code == .cancelled {
+            throw VaultFailure(.cancelled, message: Messages.nothingChanged)
+        }
+    }
+
     /// What a factor's error means to the request (a client that cannot be asked: what the policy says).
     func failure(from error: FactorError) -> VaultFailure { error.failure(whenNotInteractive: policy.lockedFailure()) }
 
@@ -301,33 +314,35 @@ extension Vault {
     /// enrollment and a soft box. Setting up a presence factor again after its enrollment changed needs
     /// a strong login in this run (`reenrollNeedsStrongLogin`).
     public func enroll(_ id: FactorID, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        guard let factor = factors[id] else { throw unknownFactor(id) }
-        if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
-        let openings = hardOpenings
-        try await ensureUnlocked(conversation, preferred: nil)
-        try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
-        let d = factor.descriptor
-        if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
-            audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
-            throw VaultFailure(.notEnrolled, message: Messages.reenrollNeedsStrongLogin)
+        try await calledOff { () async throws(VaultFailure) -> FactorStatus in
+            guard let factor = factors[id] else { throw unknownFactor(id) }
+            if case .unavailable(let reason) = await factor.probe() { throw VaultFailure(.factorUnavailable, message: reason) }
+            let openings = hardOpenings
+            try await ensureUnlocked(conversation, preferred: nil)
+            try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
+            let d = factor.descriptor
+            if d.contribution == .presenceOnly, isStale(id), !strongLoginMet {
+                audit.record("enroll", factor: id.rawValue, outcome: "strong_login_needed", requester: conversation.requester)
+                throw VaultFailure(.notEnrolled, message: Messages.reenrollNeedsStrongLogin)
+            }
+            let proof: FactorProof
+            do throws(FactorError) {
+                proof = try await factor.enroll(conversation)
+            } catch {
+                audit.record("enroll", factor: id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
+                throw failure(from: error)
+            }
+            guard let vk = vaultKey else { throw policy.lockedFailure() }
+            try keyslots.setUp(d, proof: proof, vaultKey: vk, cost: config.pinCost, now: Int64(now()), logger: logger)
+            if d.contribution == .presenceOnly {
+                softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
+            }
+            audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+            noteOffer(id, declined: false)
+            touch()
+            await conversation.show(Messages.factorSetUp(d.displayName))
+            return await status(of: factor)
         }
-        let proof: FactorProof
-        do {
-            proof = try await factor.enroll(conversation)
-        } catch {
-            audit.record("enroll", factor: id.rawValue, outcome: error.auditOutcome, requester: conversation.requester)
-            throw failure(from: error)
-        }
-        guard let vk = vaultKey else { throw policy.lockedFailure() }
-        try keyslots.setUp(d, proof: proof, vaultKey: vk, cost: config.pinCost, now: Int64(now()), logger: logger)
-        if d.contribution == .presenceOnly {
-            softBoxes[id] = try? SoftUnlock(vaultKey: vk, factor: id, digest: proof.enrollmentState, since: now())
-        }
-        audit.record("enroll", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-        noteOffer(id, declined: false)
-        touch()
-        await conversation.show(Messages.factorSetUp(d.displayName))
-        return await status(of: factor)
     }
 
     func isStale(_ id: FactorID) -> Bool { keyslots.isStale(id.rawValue) }
@@ -336,22 +351,24 @@ extension Vault {
     /// confirmation. Removing the last secret factor puts the device slot back
     /// in the same transaction (`Keyslots.turnOff`).
     public func disable(_ id: FactorID, confirmed: Bool, conversation: any ClientConversation) async throws(VaultFailure) -> FactorStatus {
-        guard let factor = factors[id] else { throw unknownFactor(id) }
-        guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
-        let openings = hardOpenings
-        try await ensureUnlocked(conversation, preferred: nil)
-        try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
-        if !confirmed {
-            try await conversation.confirmOrStop(Messages.turnOffQuestion(factor.descriptor.displayName),
-                                                 unasked: .badRequest(Messages.turnOffNeedsConfirmation), locked: policy.lockedFailure())
+        try await calledOff { () async throws(VaultFailure) -> FactorStatus in
+            guard let factor = factors[id] else { throw unknownFactor(id) }
+            guard keyslots[id.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
+            let openings = hardOpenings
+            try await ensureUnlocked(conversation, preferred: nil)
+            try await checkCurrentSecret(factor, openingsBefore: openings, conversation)
+            if !confirmed {
+                try await conversation.confirmOrStop(Messages.turnOffQuestion(factor.descriptor.displayName),
+                                                     unasked: .badRequest(Messages.turnOffNeedsConfirmation), locked: policy.lockedFailure())
+            }
+            guard let vk = vaultKey else { throw policy.lockedFailure() }
+            try keyslots.turnOff(id.rawValue, vaultKey: vk, now: Int64(now()), logger: logger)
+            softBoxes[id] = nil
+            // Turned off on purpose: not offered again after the next login.
+            if factor.descriptor.offerAfterLogin { noteOffer(id, declined: true) }
+            audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
+            touch()
+            return await status(of: factor)
         }
-        guard let vk = vaultKey else { throw policy.lockedFailure() }
-        try keyslots.turnOff(id.rawValue, vaultKey: vk, now: Int64(now()), logger: logger)
-        softBoxes[id] = nil
-        // Turned off on purpose: not offered again after the next login.
-        if factor.descriptor.offerAfterLogin { noteOffer(id, declined: true) }
-        audit.record("disable", factor: id.rawValue, outcome: "ok", requester: conversation.requester)
-        touch()
-        return await status(of: factor)
     }
 }

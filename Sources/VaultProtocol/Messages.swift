@@ -803,6 +803,12 @@ extension Messages {
                       nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere.")
     }
 
+    /// A change called off (No, Cancel, a closed dialog): the unlock's
+    /// "choose another way to log in" is for an app waiting for a session.
+    public static let nothingChanged = LocalizedText(
+        en: "Nothing was changed. You can try again whenever you like.",
+        nb: "Ingenting ble endret. Du kan prøve igjen når du vil.")
+
     public static let turnOffNeedsConfirmation = LocalizedText(
         en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
         nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient.")

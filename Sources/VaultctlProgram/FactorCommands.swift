@@ -26,19 +26,13 @@ let disable = CLICommand(
     name: "disable", abstract: "Turn an unlock method off (its keyslot is destroyed).",
     options: commonOptions + [.flag("yes", short: "y", "Do not ask for confirmation.")],
     arguments: [factorArgument]) { options in
-        let factor = options.argument("factor") ?? ""
+        // vaultd asks (“Turn off PIN unlock?”), after it has checked that the
+        // method is set up and the person is there; --yes answers for them.
+        var fields: [String: JSON] = ["factor": .string(options.argument("factor") ?? "")]
+        if options.flag("yes") { fields["confirm"] = true }
         try guarded {
             let s = try CtlSession.open(options)
-            if !options.flag("yes") {
-                let question = LocalizedText(
-                    en: "Turn off “\(factor)”? Its keyslot is destroyed; you can set it up again later.",
-                    nb: "Slå av «\(factor)»? Nøkkelsporet slettes; du kan sette det opp igjen senere.")
-                guard case .value(.bool(true)) = s.terminal.answer(Prompt(pid: "local", kind: .confirm, text: question.text(s.language))) else {
-                    s.say(LocalizedText(en: "Nothing was changed.", nb: "Ingenting ble endret."))
-                    throw Exit(6)
-                }
-            }
-            let r = try s.call("disable", ["factor": .string(factor), "confirm": true])
+            let r = try s.call("disable", fields)
             Stdio.out(r["label"]?.stringValue ?? "")
         }
     }

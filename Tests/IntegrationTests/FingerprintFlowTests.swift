@@ -194,6 +194,13 @@ final class FingerprintFlowTests: VaultdTestCase {
         try setUpEnrolled(v)
         let unlock = v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n")
         XCTAssertEqual(unlock.exit, 0, unlock.err)
+        // vaultd asks, by the method's name; No changes nothing and says so.
+        let no = v.vaultctl(["disable", "fingerprint"], stdin: "n\n", env: ["LANG": "nb_NO.UTF-8"])
+        XCTAssertEqual(no.exit, 6, no.err)
+        XCTAssertTrue(no.out.contains("Slå av opplåsing med Fingeravtrykk?") || no.err.contains("Slå av opplåsing med Fingeravtrykk?"),
+                      "out: \(no.out)\nerr: \(no.err)")
+        XCTAssertTrue(no.err.contains("Ingenting ble endret. Du kan prøve igjen når du vil."), no.err)
+        XCTAssertTrue(try slotIDs(v).contains("fingerprint"))
         let r = v.vaultctl(["disable", "fingerprint"], stdin: "y\n")
         XCTAssertEqual(r.exit, 0, r.err)
         XCTAssertTrue(r.out.contains("Fingerprint not set up"), r.out)
@@ -204,6 +211,11 @@ final class FingerprintFlowTests: VaultdTestCase {
         XCTAssertTrue(try session(v, script).isOK)
         XCTAssertEqual(script.secretPrompts, 1, "no fingerprint prompt after disable")
         XCTAssertEqual(v.vaultctl(["status"], env: ["LANG": "nb_NO.UTF-8"]).out.contains("Fingeravtrykk er ikke satt opp"), true)
+        // Turning off what is not set up asks nothing: it says so.
+        let again = v.vaultctl(["disable", "fingerprint"], stdin: "y\n")
+        XCTAssertEqual(again.exit, 4, again.err)
+        XCTAssertTrue(again.err.contains("That unlock method is not set up."), again.err)
+        XCTAssertFalse(again.out.contains("Turn off") || again.err.contains("Turn off"), again.out + again.err)
     }
 }
 

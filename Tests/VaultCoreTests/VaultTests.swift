@@ -264,6 +264,43 @@ final class VaultTests: XCTestCase {
         XCTAssertEqual(s.accessToken, "at-T1", "sessions stay reachable")
     }
 
+    /// A change of unlock methods the person calls off — No at its question, Cancel at the
+    /// unlock before it, at the PIN in use or at the new PIN, or a closed dialog — says that
+    /// nothing was changed (what the settings app shows), not the unlock's "choose another
+    /// way to log in", which stays for an app waiting for its session.
+    func testAChangeCalledOffSaysNothingWasChanged() async throws {
+        let vault = try fx.vault([pin])
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
+        let calledOff: [(String, ScriptedClient, (ScriptedClient) async throws -> Void)] = [
+            ("No to turning the PIN off", ScriptedClient(secrets: ["482915"], confirms: [false]),
+             { _ = try await vault.disable(.pin, confirmed: false, conversation: $0) }),
+            ("the question closed", ScriptedClient(secrets: ["482915"], confirms: [nil]),
+             { _ = try await vault.disable(.pin, confirmed: false, conversation: $0) }),
+            ("Cancel at the PIN in use", ScriptedClient(secrets: [nil]),
+             { _ = try await vault.enroll(.pin, conversation: $0) }),
+            ("Cancel at the new PIN", ScriptedClient(secrets: ["482915", nil]),
+             { _ = try await vault.enroll(.pin, conversation: $0) }),
+            ("No to starting over", ScriptedClient(confirms: [false]),
+             { _ = try await vault.reset(confirmed: false, conversation: $0) }),
+            ("the start-over question closed", ScriptedClient(confirms: [nil]),
+             { _ = try await vault.reset(confirmed: false, conversation: $0) }),
+        ]
+        for (what, client, change) in calledOff {
+            let f = await failure { try await change(client) }
+            XCTAssertEqual(f?.code, .cancelled, what)
+            XCTAssertEqual(f?.message, Messages.nothingChanged, what)
+        }
+        await vault.lock(reason: "test")
+        let atUnlock = await failure { _ = try await vault.disable(.pin, confirmed: true, conversation: ScriptedClient(secrets: [nil])) }
+        XCTAssertEqual(atUnlock?.message, Messages.nothingChanged, "Cancel at the unlock before the change")
+        let app = await failure { _ = try await vault.release(account: "a", conversation: ScriptedClient(secrets: [nil])) }
+        XCTAssertEqual(app?.code, .cancelled)
+        XCTAssertNotEqual(app?.message, Messages.nothingChanged, "an app waiting for its session hears the unlock's words")
+        XCTAssertEqual(try fx.store.keyslots().map(\.id), ["pin"], "nothing was changed")
+        XCTAssertEqual(try fx.store.sessions().count, 1, "nothing was changed")
+    }
+
     func testDisableNeedsConfirmationFromANonInteractiveClient() async throws {
         let vault = try fx.vault([pin])
         _ = try await vault.enroll(.pin, conversation: ScriptedClient(secrets: ["482915", "482915"]))
