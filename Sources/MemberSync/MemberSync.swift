@@ -265,7 +265,7 @@ public actor MemberSync {
         let wanted = org.lowercased()
         guard let chosen = context.organizations.first(where: { $0.id.lowercased() == wanted })
             ?? context.organizations.first(where: { $0.name.lowercased() == wanted })
-        else { throw .notAMember(org) }
+        else { throw .notAMember(org, yours: context.organizations.map(\.name)) }
         do {
             try store.setMeta(Self.activeOrgMetaPrefix + memberKeyHash(key), Array(chosen.id.utf8))
         } catch {

@@ -200,14 +200,14 @@ public struct MemberContext: Sendable, Equatable {
 public enum ContextError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No organizations are known for this member yet (no sync has reached the registry).
     case unknownMember
-    /// The member does not belong to that organization.
-    case notAMember(String)
+    /// The member does not belong to that organization; `yours`: the names of those they do belong to.
+    case notAMember(String, yours: [String])
     case store(String)
 
     public var description: String {
         switch self {
         case .unknownMember: return "no organizations are known for this login yet"
-        case .notAMember(let org): return "not a member of \(org)"
+        case .notAMember(let org, _): return "not a member of \(org)"
         case .store(let why): return why
         }
     }
@@ -218,8 +218,10 @@ public enum ContextError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownMember:
             return LocalizedText(en: "Your organizations are not known yet. Log in with BankID or Vipps first.",
                                  nb: "Organisasjonene dine er ikke kjent ennå. Logg inn med BankID eller Vipps først.")
-        case .notAMember(let org):
-            return LocalizedText(en: "You are not a member of \(org).", nb: "Du er ikke medlem av \(org).")
+        case .notAMember(let org, let yours):
+            let names = yours.map { Messages.shown($0) }.joined(separator: ", ")
+            return LocalizedText(en: "You are not a member of “\(Messages.shown(org))”. Choose one of yours: \(names).",
+                                 nb: "Du er ikke medlem av «\(Messages.shown(org))». Velg en av dine: \(names).")
         case .store:
             return Messages.standard(.internal)
         }

@@ -130,8 +130,9 @@ extension ImportRequest {
     /// issuer's host), once the request has what an import needs.
     func validatedAccount() throws(VaultFailure) -> String {
         guard refreshToken != nil || accessToken != nil else {
-            throw .badRequest(LocalizedText(en: "Give a refresh token or an access token to import.",
-                                            nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres."))
+            throw .badRequest(LocalizedText(
+                en: "Give a refresh token or an access token to import: with vaultctl on its standard input or in a file (--secrets-file).",
+                nb: "Oppgi et oppfriskingstoken eller et tilgangstoken som skal importeres: med vaultctl på standard inn eller i en fil (--secrets-file)."))
         }
         guard let url = URL(string: issuer), let host = url.host, let scheme = url.scheme,
               scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(host)) else {

@@ -211,7 +211,7 @@ extension Vault {
     public func setActiveOrganization(_ org: String, account: String?, requester: Requester = .inProcess) async throws(VaultFailure) -> [String: JSON] {
         let picked = try table.releaseView(account: account, requester: requester)
         let (id, entry) = (picked.id, picked.entry)
-        guard mayView(entry.meta.account, requester) else { throw VaultFailure(.noSession) }
+        guard mayView(entry.meta.account, requester) else { throw .noSession(account) }
         // The one in use already: nothing to write (an app that sets it on every start writes nothing).
         if entry.meta.organizations.active == org { return entry.meta.claims }
         try admitConfinedWrite("context", account: entry.meta.account, requester)

@@ -170,7 +170,7 @@ final class SessionTable: Sendable {
 
     private static func pick(_ account: String?, among visible: Set<String>?, in s: State) -> Result<String, VaultFailure> {
         if let account {
-            guard let id = s.accountIndex[account] else { return .failure(VaultFailure(.noSession)) }
+            guard let id = s.accountIndex[account] else { return .failure(.noSession(account)) }
             return .success(id)
         }
         let candidates = s.entries.filter { visible?.contains($0.value.meta.account) ?? true }
@@ -197,7 +197,7 @@ final class SessionTable: Sendable {
             case .success(let picked): id = picked
             case .failure(let failure): return .failure(failure)
             }
-            guard let entry = s.entries[id] else { return .failure(VaultFailure(.noSession)) }
+            guard let entry = s.entries[id] else { return .failure(.noSession(account)) }
             return .success(ReleaseView(id: id, entry: entry, key: entry.key(vaultKey: s.vaultKey), vaultKeyIn: s.vaultKey != nil,
                                         grant: s.grants.grant(requester, account: entry.meta.account)))
         }
@@ -219,7 +219,7 @@ final class SessionTable: Sendable {
                                             nb: "Si hvilken konto som skal logges ut, eller be om å logge ut overalt."))
         }
         guard let id = index[account], let entry = entries[id], access.mayView(account, requester) else {
-            throw VaultFailure(.noSession)
+            throw .noSession(account)
         }
         return ([(id, entry)], false)
     }

@@ -116,7 +116,7 @@ extension Vault {
     public func allowApp(_ named: String, account: String, requester: Requester) throws(VaultFailure) -> AppIdentity {
         guard !requester.isConfined else { throw VaultFailure(.appNotAllowed, message: Messages.sandboxCannotGrant) }
         guard let app = AppIdentity(named: named) else { throw .badRequest(Messages.appNeedsKind(String(named.prefix(256)))) }
-        guard table.id(forAccount: account) != nil else { throw VaultFailure(.noSession) }
+        guard table.id(forAccount: account) != nil else { throw .noSession(account) }
         guard !grants.allows(app, account: account) else { return app }
         try writeGrant(app, account: account, requester: requester, reason: "vaultctl")
         return app

@@ -69,5 +69,9 @@ public struct VaultFailure: Error, Sendable, Equatable {
         VaultFailure(.noMatch, message: Messages.noMatch(attemptsLeft: attemptsLeft),
                      extra: ["attempts_left": .int(Int64(attemptsLeft))])
     }
+    /// `no_session`, for `account` when one was named.
+    public static func noSession(_ account: String?) -> VaultFailure {
+        VaultFailure(.noSession, message: account.map(Messages.noSessionNamed))
+    }
     public static func `internal`() -> VaultFailure { VaultFailure(.internal) }
 }

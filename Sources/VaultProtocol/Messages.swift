@@ -803,6 +803,14 @@ extension Messages {
                       nb: "Slå av opplåsing med \(name.nb)? Du kan sette den opp igjen senere.")
     }
 
+    /// No session under the account an app or a person named. Said the same
+    /// whether there is none or the asking app may not see it, so naming an
+    /// account tells a sandboxed app nothing it did not know.
+    public static func noSessionNamed(_ account: String) -> LocalizedText {
+        LocalizedText(en: "There is no session for “\(shown(account))” on this computer. Log in with BankID or Vipps to get one, or choose another account.",
+                      nb: "Det finnes ingen økt for «\(shown(account))» på denne datamaskinen. Logg inn med BankID eller Vipps for å få en, eller velg en annen konto.")
+    }
+
     /// A change called off (No, Cancel, a closed dialog): the unlock's
     /// "choose another way to log in" is for an app waiting for a session.
     public static let nothingChanged = LocalizedText(

@@ -46,7 +46,7 @@ final class MemberAndAuditTests: VaultdTestCase {
 
         let unknown = v.vaultctl(["context", "Nowhere"])
         XCTAssertNotEqual(unknown.exit, 0)
-        XCTAssertTrue(unknown.err.contains("not a member of Nowhere"), unknown.err)
+        XCTAssertTrue(unknown.err.contains("not a member of “Nowhere”. Choose one of yours: Mentorhuset Tromsø."), unknown.err)
         let ok = v.vaultctl(["context", "Mentorhuset Tromsø"])
         XCTAssertEqual(ok.exit, 0, ok.err)
 

@@ -379,8 +379,8 @@ final class SQLiteSyncTests: SyncTestCase {
             try await restarted.setActiveOrganization("blindeforbundet", provider: "bankid", subject: "sub-ola")
             XCTFail("chose an organization the member is not in")
         } catch {
-            XCTAssertEqual(error, .notAMember("blindeforbundet"))
-            XCTAssertEqual(error.message.en, "You are not a member of blindeforbundet.")
+            XCTAssertEqual(error, .notAMember("blindeforbundet", yours: ["Hørselshemmedes Landsforbund", "Norges Handikapforbund"]))
+            XCTAssertEqual(error.message.en, "You are not a member of “blindeforbundet”. Choose one of yours: Hørselshemmedes Landsforbund, Norges Handikapforbund.")
         }
         do {
             try await restarted.setActiveOrganization("hlf", provider: "vipps", subject: "never-seen")

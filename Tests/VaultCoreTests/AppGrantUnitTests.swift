@@ -156,6 +156,33 @@ final class AppGrantUnitTests: XCTestCase {
         XCTAssertEqual(try vault.audit.entries().filter { $0.event == "logout" }.count, 1)
     }
 
+    /// An account named that has no session is said so by its name (the person
+    /// who typed `vaultctl token vipps2` while logged in with Vipps is not told they
+    /// are logged in nowhere) — and in the same words when the session is there but
+    /// the sandboxed app asking may not see it, so naming accounts finds none out.
+    func testAnAccountNamedWithoutASessionIsSaidSoInTheSameWordsWhetherItIsThereOrHidden() async throws {
+        let fx = try VaultFixture()
+        defer { fx.cleanup() }
+        let clock = TestClock()
+        let (vault, owner) = try await ownersVault(fx, clock, accounts: ["kari"])
+        let stranger = App("org.example.Stranger")
+        let missing = await failure { _ = try await vault.release(account: "vipps2", conversation: owner) }
+        XCTAssertEqual(missing?.code, .noSession)
+        XCTAssertEqual(missing?.message, Messages.noSessionNamed("vipps2"))
+        XCTAssertTrue(missing?.message.en.contains("“vipps2”") ?? false)
+        let hidden = await failure { _ = try await vault.logout(account: "kari", all: false, requester: stranger.requester) }
+        let absent = await failure { _ = try await vault.logout(account: "nobody", all: false, requester: stranger.requester) }
+        XCTAssertEqual(hidden?.code, .noSession)
+        XCTAssertEqual(hidden?.message, Messages.noSessionNamed("kari"))
+        XCTAssertEqual(absent?.message, Messages.noSessionNamed("nobody"))
+        let context = await failure { _ = try await vault.setActiveOrganization("oslo", account: "kari", requester: stranger.requester) }
+        XCTAssertEqual(context?.message, Messages.noSessionNamed("kari"))
+        let unnamed = await failure { _ = try await vault.release(account: nil, conversation: stranger) }
+        XCTAssertEqual(unnamed?.message, Messages.standard(.noSession), "none named: not logged in, as before")
+        let left = await vault.accounts().map(\.account)
+        XCTAssertEqual(left, ["kari"])
+    }
+
     /// Login starts are limited per app as grants name it, not per executable:
     /// two Flatpak apps on one runtime run the same /usr/bin/python3, and one
     /// starting logins in a loop must not keep the other from logging in.
