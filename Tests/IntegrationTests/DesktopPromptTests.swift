@@ -271,8 +271,9 @@ final class DesktopPromptTests: VaultdTestCase {
 
     /// The settings app (clients/settings, issue 22) used only through its accessible
     /// tree, as a person with a screen reader would, in bokmål (Tests/desktop/settings_a11y.py):
-    /// a PIN set and fingerprint login turned on in vaultd's own dialogs, an app's
-    /// grant removed, an account logged out; the window and vaultd agree after each.
+    /// a PIN set and fingerprint login turned on in vaultd's own dialogs, Remove PIN
+    /// answered No (the window says nothing was changed), an app's grant removed, an
+    /// account logged out; the window and vaultd agree after each.
     /// Then a member of two organizations (the demo's Ola): the row "Organisasjon"
     /// reached with Tab, opened with Enter, another organization chosen with the
     /// arrow keys, and the apps get it.

@@ -13,7 +13,8 @@ A real vaultd with the stub fingerprint reader and the scripted pinentry
 session imported by vaultctl (which so is an allowed app). The window is read
 and used only through the accessibility tree, in bokmål: every button has a
 name; "Lag PIN-kode" sets a PIN in vaultd's dialog (the window never sees it),
-"Slå på" turns fingerprint login on, "Fjern" removes vaultctl's grant, "Logg
+"Slå på" turns fingerprint login on, "Fjern PIN-kode" answered No changes
+nothing (and the window says so), "Fjern" removes vaultctl's grant, "Logg
 ut" logs Kari out; after each, the window says so and vaultd agrees. Prints
 "CHECK <ok|FAIL> <what>" lines and exits 1 if any failed.
 """
@@ -256,6 +257,17 @@ def main():
         found = wait_for("fingerprint login is on", lambda f: "Fingeravtrykk er slått på" in texts(f))
         status = subprocess.run(ctl + ["status"], capture_output=True, text=True, env=env).stdout
         check("Fingerprint enabled" in status and "PIN enabled" in status, "vaultd agrees: %r" % status)
+
+        # Remove PIN, then No in vaultd's question (after the PIN in use): the window says that
+        # nothing was changed, not the unlock's "choose another way to log in".
+        with open(script, "w") as f:
+            f.write("pin %s\nnotok\n" % PIN)
+        press(found, "Fjern PIN-kode")
+        found = wait_for("the window says that nothing was changed",
+                         lambda f: "Ingenting ble endret. Du kan prøve igjen når du vil." in texts(f))
+        check("PIN-kode er slått på" in texts(found), "the PIN is still on in the window")
+        status = subprocess.run(ctl + ["status"], capture_output=True, text=True, env=env).stdout
+        check("PIN enabled" in status, "vaultd agrees: %r" % status)
 
         # vaultctl imported the session, so it may use it; Remove takes that back.
         found = wait_for("vaultctl is listed as an allowed app, by its name, for Kari by her name",
