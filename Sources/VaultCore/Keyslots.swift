@@ -91,6 +91,9 @@ struct Keyslots {
         rows.values.contains { $0.id != id && Keyslot.isWrap($0, secretFactors: secretFactors) }
     }
 
+    /// Some login's identity is recorded (`login:PROVIDER` or `login:person`): the vault has an owner.
+    var hasOwner: Bool { rows.keys.contains { $0.hasPrefix(LoginIdentity.slotPrefix) } }
+
     /// The record `id`'s MAC check, or nil when there is no such row.
     func check(_ id: String) -> Keyslot.RecordCheck? {
         rows[id].map { Keyslot.check($0, deviceKey: deviceKey) }

@@ -133,13 +133,13 @@ extension Vault {
                                     locked: policy.lockedFailure())
         grantOnCreate(meta.account, requester: conversation.requester, reason: "login")
         if vaultKey == nil {
-            // With a PIN the vault stays locked: a factor to set up again (its
-            // enrollment changed) is offered after the next PIN, and this says so.
+            // The vault stayed locked (with a PIN always; without one, another
+            // login than the owner's): a factor to set up again (its enrollment
+            // changed) is offered after the next PIN, and this says what waits.
             let offer = offerableAfterPIN()
             if offer != nil { enrollmentOfferPending = true }
-            let waiting = table.anyWaiting
-            if waiting || offer != nil {
-                await conversation.show(Messages.loggedInWaitingForPIN(sessionsWaiting: waiting, thenSetUp: offer?.displayName))
+            if let said = policy.loggedInLocked(sessionsWaiting: table.anyWaiting, thenSetUp: offer?.displayName) {
+                await conversation.show(said)
             }
         } else {
             enrollmentOfferPending = true
@@ -148,10 +148,11 @@ extension Vault {
     }
 
     /// What a login of the identity `verdict` names opens: without a PIN the
-    /// owner's login reopens a locked vault through the device slot; at an
-    /// open vault the owner's (or a first) login renews the soft boxes.
+    /// owner's login (or the first of a vault with no owner) reopens a locked
+    /// vault through the device slot; at an open vault the owner's (or a
+    /// first) login renews the soft boxes.
     func openAfterLogin(_ verdict: LoginRecordVerdict, record recordID: String, requester: Requester) throws(VaultFailure) {
-        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor),
+        if verdict.reopensVault(vaultOpen: vaultKey != nil, hasSecretFactor: policy.hasSecretFactor, hasOwner: keyslots.hasOwner),
            let opened = keyslots.openDeviceWrap() {
             switch opened {
             case .success(let vk):

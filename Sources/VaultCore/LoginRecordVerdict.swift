@@ -45,9 +45,16 @@ enum LoginRecordVerdict: Equatable {
         }
     }
 
-    /// Without a PIN the owner's login reopens a locked vault through the device slot.
-    func reopensVault(vaultOpen: Bool, hasSecretFactor: Bool) -> Bool {
-        !vaultOpen && self == .owner && !hasSecretFactor
+    /// Without a PIN the owner's login reopens a locked vault through the
+    /// device slot. So does the first login of a vault that has no owner yet
+    /// (no identity recorded at all: its sessions were imported, or it was
+    /// locked before any login), which it then records as its owner, as at an
+    /// open vault: without a PIN only the device key guards such a vault, and
+    /// anything that can restart vaultd opens it anyway, so refusing would
+    /// only leave the person locked out of their own sessions until a restart.
+    /// A vault with an owner is never reopened by another identity.
+    func reopensVault(vaultOpen: Bool, hasSecretFactor: Bool, hasOwner: Bool) -> Bool {
+        !vaultOpen && !hasSecretFactor && (self == .owner || (self == .firstSeen && !hasOwner))
     }
 
     /// At an open vault the owner's (or a first) login renews the soft boxes' time limit, as the PIN does.

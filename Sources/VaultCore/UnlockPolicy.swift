@@ -57,10 +57,21 @@ struct UnlockPolicy {
         return .locked(factors: lockedFactorList)
     }
 
-    /// After a login at a locked vault with a PIN: its session works, the vault stays locked.
+    /// After a login that left the vault locked (with a PIN, always; without
+    /// one, another login than the owner's): its session works, the older ones
+    /// wait for the PIN, or for an unlock.
     func loggedInButLocked() -> VaultFailure {
-        VaultFailure(.locked, message: Messages.loggedInOthersWaitForPIN,
+        VaultFailure(.locked, message: hasSecretFactor ? Messages.loggedInOthersWaitForPIN : Messages.loggedInOthersWaitForUnlock,
                      extra: ["factors": .array(lockedFactorList.map { .string($0) })])
+    }
+
+    /// What a login that left the vault locked tells the person (nil:
+    /// nothing): what waits for the PIN (the sessions saved before, the offer
+    /// to set `name` up again), or without a PIN what waits for an unlock.
+    func loggedInLocked(sessionsWaiting: Bool, thenSetUp name: LocalizedText?) -> LocalizedText? {
+        guard hasSecretFactor else { return sessionsWaiting ? Messages.loggedInOthersWaitForUnlock : nil }
+        guard sessionsWaiting || name != nil else { return nil }
+        return Messages.loggedInWaitingForPIN(sessionsWaiting: sessionsWaiting, thenSetUp: name)
     }
 
     /// A presence factor asked for by name while its soft unlock is gone.

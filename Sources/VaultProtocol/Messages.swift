@@ -92,6 +92,12 @@ public enum Messages {
         en: "Waits for you to unlock the vault (Unlock in SessionVault's settings).",
         nb: "Venter på at du låser opp hvelvet (Lås opp i SessionVaults innstillinger).")
 
+    /// After a login that left a vault without a PIN locked (it did not open it:
+    /// another login than the owner's): the new session works, the older ones wait.
+    public static let loggedInOthersWaitForUnlock = LocalizedText(
+        en: "You are logged in. Sessions saved before wait until the vault is unlocked: choose Unlock in SessionVault's settings and log in as before to use them too.",
+        nb: "Du er logget inn. Økter som ble lagret før, venter til hvelvet er låst opp: velg Lås opp i SessionVaults innstillinger og logg inn som før for å bruke dem også.")
+
     /// After a login while locked with a PIN: the new session works, the older ones wait.
     public static let loggedInOthersWaitForPIN = LocalizedText(
         en: "You are logged in. Sessions saved before wait for your PIN: enter it to use them too.",

@@ -20,11 +20,22 @@ final class LoginRecordVerdictTests: XCTestCase {
     }
 
     func testOnlyTheOwnerReopensALockedVaultAndOnlyWithoutAPIN() {
-        XCTAssertTrue(LoginRecordVerdict.owner.reopensVault(vaultOpen: false, hasSecretFactor: false))
-        XCTAssertFalse(LoginRecordVerdict.owner.reopensVault(vaultOpen: false, hasSecretFactor: true))
-        XCTAssertFalse(LoginRecordVerdict.owner.reopensVault(vaultOpen: true, hasSecretFactor: false))
+        XCTAssertTrue(LoginRecordVerdict.owner.reopensVault(vaultOpen: false, hasSecretFactor: false, hasOwner: true))
+        XCTAssertFalse(LoginRecordVerdict.owner.reopensVault(vaultOpen: false, hasSecretFactor: true, hasOwner: true))
+        XCTAssertFalse(LoginRecordVerdict.owner.reopensVault(vaultOpen: true, hasSecretFactor: false, hasOwner: true))
         for stranger in [LoginRecordVerdict.firstSeen, .damaged(refused: false), .newer] {
-            XCTAssertFalse(stranger.reopensVault(vaultOpen: false, hasSecretFactor: false), "\(stranger)")
+            XCTAssertFalse(stranger.reopensVault(vaultOpen: false, hasSecretFactor: false, hasOwner: true), "\(stranger)")
+        }
+    }
+
+    /// A vault without an owner and without a PIN (only the device key guards it)
+    /// is reopened by its first login, which becomes its owner; with a PIN it is not.
+    func testTheFirstLoginOfAVaultWithoutAnOwnerOrAPINReopensIt() {
+        XCTAssertTrue(LoginRecordVerdict.firstSeen.reopensVault(vaultOpen: false, hasSecretFactor: false, hasOwner: false))
+        XCTAssertFalse(LoginRecordVerdict.firstSeen.reopensVault(vaultOpen: false, hasSecretFactor: true, hasOwner: false))
+        XCTAssertFalse(LoginRecordVerdict.firstSeen.reopensVault(vaultOpen: true, hasSecretFactor: false, hasOwner: false))
+        for other in [LoginRecordVerdict.damaged(refused: false), .newer] {
+            XCTAssertFalse(other.reopensVault(vaultOpen: false, hasSecretFactor: false, hasOwner: false), "\(other)")
         }
     }
 

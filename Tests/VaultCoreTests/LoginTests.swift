@@ -226,6 +226,35 @@ final class LoginTests: XCTestCase {
         XCTAssertNil(v2)
     }
 
+    /// A vault without an owner and without a PIN — its sessions imported, or locked
+    /// before any login — is reopened by its first login, which becomes its owner (it
+    /// stayed locked until a restart, saying the sessions waited for a PIN there was
+    /// none of). Then another identity at the locked vault opens nothing, and is told
+    /// that the older sessions wait for an unlock (not for a PIN).
+    func testTheFirstLoginReopensAVaultWithoutAnOwnerOrAPIN() async throws {
+        let bankid = FakeIdentityProvider(), other = FakeIdentityProvider(id: "idp", name: "Other ID")
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [bankid, other]))
+        _ = try await vault.importSession(importRequest(account: "a", token: "T1"), conversation: ScriptedClient())
+        await vault.lock(reason: "test")
+        try await vault.unlock(factor: "bankid", conversation: ScriptedClient())
+        let opened = !vault.isLocked
+        XCTAssertTrue(opened, "the first login opened it")
+        XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["device", "login:bankid"], "and is its owner now")
+        let old = try await vault.release(account: "a", conversation: SilentConversation())
+        XCTAssertEqual(old.accessToken, "at-T1")
+
+        await vault.lock(reason: "test")
+        bankid.set { $0.subject = "someone-else" }
+        let refused = await failure { try await vault.unlock(factor: "bankid", conversation: ScriptedClient()) }
+        XCTAssertEqual(refused?.code, .loginFailed)
+        let stranger = await failure { try await vault.unlock(factor: "idp", conversation: ScriptedClient()) }
+        XCTAssertEqual(stranger?.code, .locked, "a first login of another provider, now that there is an owner, opens nothing")
+        XCTAssertEqual(stranger?.message, Messages.loggedInOthersWaitForUnlock, "no PIN is set: not “wait for your PIN”")
+        let stillLocked = vault.isLocked
+        XCTAssertTrue(stillLocked)
+        XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["device", "login:bankid"], "the stranger is not recorded")
+    }
+
     func testLoginWhileLockedGivesANewSessionAndTheOldOnesWaitForThePIN() async throws {
         let bankid = FakeIdentityProvider(), vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
         let dir = FakeDirectory(providers: [bankid, vipps])
