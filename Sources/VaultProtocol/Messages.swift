@@ -824,8 +824,8 @@ extension Messages {
         nb: "Ingenting ble endret. Du kan prøve igjen når du vil.")
 
     public static let turnOffNeedsConfirmation = LocalizedText(
-        en: "Turning off an unlock method needs a confirmation. Send “confirm”: true, or use an interactive client.",
-        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Send «confirm»: true, eller bruk en interaktiv klient.")
+        en: "Turning off an unlock method needs a confirmation. Turn it off in SessionVault's settings, which asks you first (vaultctl: --yes; a program sends “confirm”: true).",
+        nb: "Å slå av en opplåsingsmåte krever en bekreftelse. Slå den av i SessionVaults innstillinger, som spør deg først (vaultctl: --yes; et program sender «confirm»: true).")
 
     public static func startOverQuestion(sessions: Int, factors: Int) -> LocalizedText {
         LocalizedText(
@@ -834,8 +834,8 @@ extension Messages {
     }
 
     public static let startOverNeedsConfirmation = LocalizedText(
-        en: "Starting over deletes every saved session and needs a confirmation. Choose Start over in SessionVault's settings, which asks you first (a program sends “confirm”: true).",
-        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Velg Begynn på nytt i SessionVaults innstillinger, som spør deg først (et program sender «confirm»: true).")
+        en: "Starting over deletes every saved session and needs a confirmation. Choose Start over in SessionVault's settings, which asks you first (vaultctl: --yes; a program sends “confirm”: true).",
+        nb: "Å begynne på nytt sletter alle lagrede økter og krever en bekreftelse. Velg Begynn på nytt i SessionVaults innstillinger, som spør deg først (vaultctl: --yes; et program sender «confirm»: true).")
 
     /// A login as another person than the vault's owner (the identity record names someone else).
     public static func loginOfAnotherPerson(_ provider: String) -> LocalizedText {

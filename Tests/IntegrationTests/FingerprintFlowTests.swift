@@ -194,6 +194,10 @@ final class FingerprintFlowTests: VaultdTestCase {
         try setUpEnrolled(v)
         let unlock = v.vaultctl(["unlock", "pin"], stdin: "\(Self.pin)\n")
         XCTAssertEqual(unlock.exit, 0, unlock.err)
+        // A client that cannot be asked is told how to confirm: in the settings app, or --yes.
+        let unasked = v.vaultctl(["disable", "fingerprint", "--non-interactive"])
+        XCTAssertEqual(unasked.exit, 1, unasked.err)
+        XCTAssertTrue(unasked.err.contains("Turn it off in SessionVault's settings, which asks you first (vaultctl: --yes;"), unasked.err)
         // vaultd asks, by the method's name; No changes nothing and says so.
         let no = v.vaultctl(["disable", "fingerprint"], stdin: "n\n", env: ["LANG": "nb_NO.UTF-8"])
         XCTAssertEqual(no.exit, 6, no.err)
