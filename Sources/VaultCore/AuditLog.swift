@@ -282,6 +282,20 @@ public final class AuditLog: Sendable {
         try store.auditRows(after: seq, limit: limit)
     }
 
+    /// Which entries a reader asks for: those after an entry (paging through
+    /// the log from its start), or the newest ones (what happened last).
+    public enum Page: Sendable, Equatable {
+        case after(Int64, limit: Int)
+        case newest(Int)
+    }
+
+    public func entries(_ page: Page) throws(StoreError) -> [AuditRow] {
+        switch page {
+        case .after(let seq, let limit): try store.auditRows(after: seq, limit: limit)
+        case .newest(let limit): try store.auditRows(newest: limit)
+        }
+    }
+
     /// How much of the log is kept (`prune`): nothing older than `keepDays`
     /// days, and past `keepEntries` entries the oldest go as well, but never
     /// one younger than `floodProofDays`: an app that can make entries (its

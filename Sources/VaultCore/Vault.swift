@@ -191,11 +191,11 @@ public actor Vault {
     /// from the store under its one lock, which the unlock's counts and the
     /// grants' writes wait for, so a confined app reads 60 pages a minute; an
     /// unidentified peer, which may read no entry, costs no read at all.
-    public nonisolated func auditEntries(after seq: Int64, limit: Int, askedBy requester: Requester) throws(VaultFailure) -> [AuditRow] {
+    public nonisolated func auditEntries(_ page: AuditLog.Page, askedBy requester: Requester) throws(VaultFailure) -> [AuditRow] {
         if requester.trust == .unidentified { return [] }
         try pace("audit_read", .auditRead, requester)
         do {
-            return try audit.entries(after: seq, limit: limit)
+            return try audit.entries(page)
         } catch {
             logger.error("could not read the audit log", metadata: ["error": "\(error)"])
             throw .internal()

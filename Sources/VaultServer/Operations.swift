@@ -103,9 +103,10 @@ extension RequestHandler {
                     "truncated": .array(v.truncations.map { ["seq": .int($0.seq), "at": .double($0.at), "missing": .int($0.missing)] }),
                 ]
             }
-            let after = request["after"]?.intValue ?? 0
             let limit = Int(max(1, min(request["limit"]?.intValue ?? 200, 1000)))
-            let rows = try vault.auditEntries(after: after, limit: limit, askedBy: conversation.requester)
+            let page: AuditLog.Page = request["newest"]?.boolValue == true
+                ? .newest(limit) : .after(request["after"]?.intValue ?? 0, limit: limit)
+            let rows = try vault.auditEntries(page, askedBy: conversation.requester)
                 .filter { RequestHandler.mayRead(detail: $0.detail, conversation.requester) }
             return ["entries": .array(rows.map { r in
                 [

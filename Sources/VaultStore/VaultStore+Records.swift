@@ -301,6 +301,15 @@ extension VaultStore {
         }
     }
 
+    /// The newest `limit` rows, oldest first (what a person looking at the
+    /// log wants to see: what happened last).
+    public func auditRows(newest limit: Int) throws(StoreError) -> [AuditRow] {
+        guard limit > 0 else { return [] }
+        return try read("auditRowsNewest") { db in
+            try db.rows("SELECT \(Self.auditColumns) FROM audit ORDER BY seq DESC LIMIT ?", [limit], Self.auditRow)
+        }.reversed()
+    }
+
     public func lastAudit() throws(StoreError) -> AuditRow? {
         try read("lastAudit") { db in
             try Self.lastAuditRow(db)

@@ -72,10 +72,10 @@ let audit = CLICommand(
     name: "audit", abstract: "Show the security event log, or check that nobody changed it.",
     options: commonOptions + readOptions + [
         .flag("verify", "Check the log's MAC chain instead of printing it."),
-        .value("limit", "limit", "How many entries to show (newest last; default 200)."),
+        .value("limit", "limit", "How many of the newest entries to show, oldest first (default 200, at most 1000)."),
     ]) { options in
         let json = options.flag("json")
-        let limit = try options.number("limit", atLeast: 0) ?? 200
+        let limit = try options.number("limit", atLeast: 1) ?? 200
         try guarded(json: json) {
             let s = try CtlSession.open(options)
             if options.flag("verify") {
@@ -89,7 +89,7 @@ let audit = CLICommand(
                 }
                 return
             }
-            let r = try s.call("audit", ["limit": .int(limit)])
+            let r = try s.call("audit", ["limit": .int(limit), "newest": true])
             if json { Stdio.out(r.text); return }
             for e in r["entries"]?.arrayValue ?? [] {
                 let at = e["at"].flatMap { v -> Double? in if case .double(let d) = v { return d }; return v.intValue.map(Double.init) } ?? 0

@@ -54,6 +54,13 @@ final class AuditTests: VaultdTestCase {
         let human = v.vaultctl(["audit"])
         XCTAssertEqual(human.exit, 0)
         XCTAssertTrue(human.out.contains("unlock pin"), human.out)
+        // --limit shows the newest entries (what happened last), oldest first.
+        let lines = human.out.split(separator: "\n")
+        let newest = v.vaultctl(["audit", "--limit", "2"])
+        XCTAssertEqual(newest.exit, 0, newest.err)
+        XCTAssertGreaterThan(lines.count, 2, human.out)
+        XCTAssertEqual(newest.out.split(separator: "\n"), Array(lines.suffix(2)), "the newest two:\n\(newest.out)\nof\n\(human.out)")
+        XCTAssertEqual(v.vaultctl(["audit", "--limit", "0"]).exit, 2)
 
         let verify = v.vaultctl(["audit", "--verify"])
         XCTAssertEqual(verify.exit, 0, verify.err)

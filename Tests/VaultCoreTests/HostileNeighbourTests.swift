@@ -287,16 +287,16 @@ final class HostileNeighbourTests: XCTestCase {
         let clock = TestClock()
         let vault = try fx.vault([pin], clock: clock)
         let nabo = Requester(pid: 4242, uid: 0, app: AppIdentity(kind: .flatpak, name: "org.example.Nabo"))
-        for _ in 0..<60 { XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo)) }
-        let held = await failure { _ = try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo) }
+        for _ in 0..<60 { XCTAssertNoThrow(try vault.auditEntries(.after(0, limit: 1000), askedBy: nabo)) }
+        let held = await failure { _ = try vault.auditEntries(.after(0, limit: 1000), askedBy: nabo) }
         XCTAssertEqual(held?.code, .rateLimited)
         XCTAssertNotNil(held?.extra["retry_after"])
-        XCTAssertEqual(try vault.auditEntries(after: 0, limit: 1000, askedBy: Requester(pid: 5000, uid: 0, unidentified: true)), [])
-        for _ in 0..<100 { XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: ScriptedClient.testApp)) }
-        XCTAssertFalse(try vault.auditEntries(after: 0, limit: 1000, askedBy: ScriptedClient.testApp).isEmpty,
+        XCTAssertEqual(try vault.auditEntries(.after(0, limit: 1000), askedBy: Requester(pid: 5000, uid: 0, unidentified: true)), [])
+        for _ in 0..<100 { XCTAssertNoThrow(try vault.auditEntries(.after(0, limit: 1000), askedBy: ScriptedClient.testApp)) }
+        XCTAssertFalse(try vault.auditEntries(.after(0, limit: 1000), askedBy: ScriptedClient.testApp).isEmpty,
                        "the refusal was audited, and the person's tool reads it")
         clock.advance(60)
-        XCTAssertNoThrow(try vault.auditEntries(after: 0, limit: 1000, askedBy: nabo))
+        XCTAssertNoThrow(try vault.auditEntries(.after(0, limit: 1000), askedBy: nabo))
     }
 
     /// The counts stay small: an app per key does not grow them past a few hundred.

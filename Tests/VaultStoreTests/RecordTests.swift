@@ -206,6 +206,10 @@ final class RecordTests: StoreTestCase {
         XCTAssertEqual(try store.auditRows(after: 1, limit: 2), Array(stored[1...2]))
         XCTAssertEqual(try store.auditRows(after: 5), [])
         XCTAssertEqual(try store.auditRows(limit: 0), [])
+        // The newest, oldest first: what `vaultctl audit` shows.
+        XCTAssertEqual(try store.auditRows(newest: 2), Array(stored[(stored.count - 2)...]))
+        XCTAssertEqual(try store.auditRows(newest: 100), stored)
+        XCTAssertEqual(try store.auditRows(newest: 0), [])
     }
 
     func testAppendAuditCallerFailureWritesNothing() throws {
