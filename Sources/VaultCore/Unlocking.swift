@@ -24,7 +24,8 @@ extension Vault {
             return
         }
         if let factor {
-            guard factors[factor] != nil else { throw unknownFactor(factor) }
+            // `unlock bankid` is a login (above): the providers are ways in too.
+            guard factors[factor] != nil else { throw unknownFactor(factor, orLogin: true) }
             guard keyslots[factor.rawValue] != nil else { throw VaultFailure(.notEnrolled) }
             guard policy.usableFactors.contains(factor) || vaultKey != nil else { throw softUnlockNeedsPIN(factor) }
         }
@@ -301,8 +302,9 @@ extension Vault {
     /// What a factor's error means to the request (a client that cannot be asked: what the policy says).
     func failure(from error: FactorError) -> VaultFailure { error.failure(whenNotInteractive: policy.lockedFailure()) }
 
-    func unknownFactor(_ id: FactorID) -> VaultFailure {
-        let known = order.map(\.rawValue).joined(separator: ", ")
+    /// No factor `id` here; `orLogin`: the login providers are named as choices too.
+    func unknownFactor(_ id: FactorID, orLogin: Bool = false) -> VaultFailure {
+        let known = (order.map(\.rawValue) + (orLogin ? providers.loginProviders.map(\.id) : [])).joined(separator: ", ")
         return .badRequest(Messages.unknownFactor(id.rawValue, known: known))
     }
 

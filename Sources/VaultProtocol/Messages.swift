@@ -776,8 +776,8 @@ extension Messages {
 
     /// `unlock NAME`, `enroll NAME`, … with a factor this vaultd does not have.
     public static func unknownFactor(_ id: String, known: String) -> LocalizedText {
-        LocalizedText(en: "There is no unlock method called “\(id)”. Choose one of: \(known).",
-                      nb: "Det finnes ingen opplåsingsmåte som heter «\(id)». Velg en av: \(known).")
+        LocalizedText(en: "There is no unlock method called “\(shown(id))”. Choose one of: \(known).",
+                      nb: "Det finnes ingen opplåsingsmåte som heter «\(shown(id))». Velg en av: \(known).")
     }
 
     /// `login NAME` with a provider that is not configured.

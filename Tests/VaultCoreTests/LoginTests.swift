@@ -255,6 +255,17 @@ final class LoginTests: XCTestCase {
         XCTAssertEqual(Set(try fx.store.keyslots().map(\.id)), ["device", "login:bankid"], "the stranger is not recorded")
     }
 
+    /// `unlock NAME` takes a factor or a login provider (`unlock bankid`): a name that is
+    /// neither is told both kinds, and `enroll` only the factors.
+    func testAnUnknownWayInNamesTheFactorsAndTheLogins() async throws {
+        let vault = try fx.vault([pin], providers: FakeDirectory(providers: [FakeIdentityProvider()]))
+        let unlock = await failure { try await vault.unlock(factor: "nonsense", conversation: ScriptedClient()) }
+        XCTAssertEqual(unlock?.code, .badRequest)
+        XCTAssertEqual(unlock?.message.en, "There is no unlock method called “nonsense”. Choose one of: pin, bankid.")
+        let enroll = await failure { _ = try await vault.enroll("nonsense", conversation: ScriptedClient()) }
+        XCTAssertEqual(enroll?.message.en, "There is no unlock method called “nonsense”. Choose one of: pin.")
+    }
+
     func testLoginWhileLockedGivesANewSessionAndTheOldOnesWaitForThePIN() async throws {
         let bankid = FakeIdentityProvider(), vipps = FakeIdentityProvider(id: "vipps", name: "Vipps", refreshTokens: false)
         let dir = FakeDirectory(providers: [bankid, vipps])
