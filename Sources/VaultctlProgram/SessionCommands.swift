@@ -62,9 +62,10 @@ let login = CLICommand(
         .flag("no-browser", "Print the login address instead of opening a browser."),
         .value("browser", "browser", "A command to open the login address with (default: $BROWSER or xdg-open)."),
     ] + readOptions,
-    arguments: [CLIArgument(name: "provider", help: "bankid, vipps, idporten, or a configured provider's name.")]) { options in
+    arguments: [CLIArgument(name: "provider", help: "bankid, vipps, idporten, or a configured provider's name (without it, vaultd asks which).",
+                            optional: true)]) { options in
         let json = options.flag("json")
-        let provider = options.argument("provider") ?? ""
+        let provider = options.argument("provider")
         try guarded(json: json) {
             var s = try CtlSession.open(options)
             if options.flag("no-browser") {
@@ -72,10 +73,10 @@ let login = CLICommand(
             } else if let browser = options.value("browser") {
                 s.terminal.browser = .command(browser.split(separator: " ").map(String.init))
             }
-            let r = try s.call("login", ["provider": .string(provider)])
+            let r = try s.call("login", provider.map { ["provider": .string($0)] } ?? [:])
             if json { Stdio.out(r.text); return }
             let name = r["claims"]?["name"]?.stringValue ?? r["account"]?.stringValue ?? ""
-            let via = r["provider"]?.stringValue ?? provider
+            let via = r["provider"]?.stringValue ?? provider ?? ""
             s.say(LocalizedText(en: "Logged in as \(name) (\(via)).", nb: "Logget inn som \(name) (\(via))."))
         }
     }

@@ -57,8 +57,9 @@ final class MemberAndAuditTests: VaultdTestCase {
 
     /// Ola is in two organizations in the demo registry: after his first login
     /// he is asked which one to use (vaultctl lists them; "2" is Mentorhuset
-    /// Oslo), the session carries it with its roles, the next login asks
-    /// nothing, and `context` still switches.
+    /// Oslo), the session carries it with its roles, the next login (no
+    /// provider named: vaultd asks which) asks nothing more, and `context`
+    /// still switches.
     func testAMemberOfSeveralOrganizationsIsAskedOnceWhichOne() throws {
         let v = try startDemo()
         let first = v.vaultctl(["login", "bankid", "--browser", TestProvider.browser], stdin: "2\n", env: ["TEST_USER": "ola"])
@@ -70,8 +71,12 @@ final class MemberAndAuditTests: VaultdTestCase {
         XCTAssertEqual(claims?["roles"], ["peer_mentor"])
         XCTAssertEqual(claims?["orgs"]?.arrayValue?.count, 2)
 
-        let again = v.vaultctl(["login", "bankid", "--browser", TestProvider.browser], stdin: "", env: ["TEST_USER": "ola"])
+        // Without a provider named, vaultd asks which (1: Demo BankID).
+        let again = v.vaultctl(["login", "--browser", TestProvider.browser], stdin: "1\n", env: ["TEST_USER": "ola"])
         XCTAssertEqual(again.exit, 0, again.err)
+        XCTAssertTrue(again.err.contains("1. Use Demo BankID") && again.err.contains("2. Use Demo Vipps"), again.err)
+        XCTAssertTrue(again.err.contains("Logged in as Ola Nordmann (bankid).") || again.out.contains("Logged in as Ola Nordmann (bankid)."),
+                      again.out + again.err)
         XCTAssertFalse(again.err.contains("more than one organization"), "asked once: \(again.err)")
         claims = try JSON.parse(Array(v.vaultctl(["token", "--json"]).out.utf8))["claims"]
         XCTAssertEqual(claims?["org_name"], "Mentorhuset Oslo")
